@@ -1,0 +1,50 @@
+# tensorgrid: every target installs what it needs into a local virtual environment first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+PROTO_SRC := $(wildcard protos/tensorgrid/*.proto)
+PYTEST_ARGS ?=
+
+.PHONY: install test unit lint format typecheck protos protos-check demo bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+# The one test command (README, CI): lint, type check of the core, generated code check, tests.
+test: install lint typecheck protos-check
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+unit: install
+	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check tensorgrid services tests bench examples
+
+format: install
+	$(PY) -m ruff format tensorgrid services tests bench examples
+	$(PY) -m ruff check --fix tensorgrid services tests bench examples
+
+typecheck: install
+	$(PY) -m mypy tensorgrid/core tensorgrid/ops tensorgrid/kernels tensorgrid/autodiff tensorgrid/compiler tensorgrid/runtime
+
+# Regenerate the protobuf/gRPC code under tensorgrid/pb from protos/tensorgrid.
+protos: install
+	$(PY) -m grpc_tools.protoc -Itensorgrid/pb=protos/tensorgrid --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_SRC:protos/tensorgrid/%=tensorgrid/pb/%)
+
+# Fails when the committed generated code differs from a fresh generation.
+protos-check: install
+	@rm -rf .protos-check && mkdir -p .protos-check
+	$(PY) -m grpc_tools.protoc -Itensorgrid/pb=protos/tensorgrid --python_out=.protos-check --pyi_out=.protos-check --grpc_python_out=.protos-check $(PROTO_SRC:protos/tensorgrid/%=tensorgrid/pb/%)
+	@for f in .protos-check/tensorgrid/pb/*; do cmp -s $$f tensorgrid/pb/$$(basename $$f) || { echo "generated code is stale: $$f (run make protos)"; exit 1; }; done
+	@rm -rf .protos-check
+	@echo "generated protobuf code is up to date"
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .protos-check

@@ -1,0 +1,197 @@
+"""``gradients(ys, xs)``: reverse-mode differentiation that extends the graph.
+
+The walk is TensorFlow's, done iteratively: find the ops between ``xs`` and ``ys``; give each the
+count of its consumers inside that set; starting from ``ys``, take an op whose consumers have all
+delivered their gradients, sum the gradients of each of its outputs (fan-out sums), call the op's
+rule to get its inputs' gradients, and hand those on. Rules live in ``autodiff/rules_*.py``, one
+per op, registered in the registry's gradient table.
+
+* An x that no y depends on gets None.
+* Integer and boolean tensors carry no gradient.
+* ``StopGradient`` (and ops declared not differentiable) stop the flow.
+* A missing rule raises LookupError naming the op and the node.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from tensorgrid.core import registry
+from tensorgrid.framework.convert import convert_to_tensor
+from tensorgrid.framework.graph import Graph, Operation, Tensor, get_default_graph
+
+
+def _as_list(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, list | tuple) else [x]
+
+
+def _to_tensor(x: Any) -> Tensor:
+    ref = getattr(x, "_variable", None)  # a Variable: differentiate with respect to its reference
+    if isinstance(ref, Tensor):
+        return ref
+    return convert_to_tensor(x)
+
+
+def gradients(
+    ys: Any,
+    xs: Any,
+    grad_ys: Any = None,
+    name: str = "gradients",
+    colocate_gradients_with_ops: bool = False,
+    gate_gradients: bool = False,
+    aggregation_method: Any = None,
+    stop_gradients: Any = None,
+) -> list[Tensor | None]:
+    """Symbolic partial derivatives of ``sum(ys)`` with respect to each of ``xs``.
+
+    Args:
+        ys: a tensor or list of tensors to differentiate.
+        xs: a tensor, Variable, or list of them.
+        grad_ys: the initial gradients of ``ys`` (ones when None), same structure as ys.
+        name: the name scope of the gradient ops.
+        colocate_gradients_with_ops: place each gradient op with the op it differentiates.
+        stop_gradients: tensors to treat as constants.
+
+    Returns:
+        One entry per x: its gradient tensor, or None when no y depends on it.
+
+    Raises:
+        LookupError: an op on the path has no gradient rule (names the op type and node).
+        ValueError: grad_ys does not match ys.
+    """
+    y_list = [_to_tensor(y) for y in _as_list(ys)]
+    x_list = [_to_tensor(x) for x in _as_list(xs)]
+    stop_ops = {_to_tensor(s).op for s in _as_list(stop_gradients)} if stop_gradients else set()
+    g = y_list[0].graph if y_list else get_default_graph()
+    gys = _as_list(grad_ys) if grad_ys is not None else [None] * len(y_list)
+    if len(gys) != len(y_list):
+        raise ValueError(f"grad_ys has {len(gys)} entries but ys has {len(y_list)}")
+
+    with g.name_scope(name):
+        from tensorgrid.ops import array as array_ops
+
+        # initial gradients
+        grads: dict[Tensor, list[Tensor]] = {}
+        for y, gy in zip(y_list, gys):
+            if gy is None:
+                gy = array_ops.ones_like(y, name=f"grad_ys_{len(grads)}")
+            else:
+                gy = convert_to_tensor(gy, dtype=y.dtype)
+            grads.setdefault(y, []).append(gy)
+
+        between, pending = _ops_between(g, y_list, x_list, stop_ops)
+        x_set = set(x_list)
+        ready = deque(op for op in {y.op for y in y_list} if op in between and pending[op] == 0)
+        queued = set(ready)
+        while ready:
+            op = ready.popleft()
+            out_grads = [_aggregate(grads.get(t)) for t in op.outputs]
+            in_grads = _call_rule(g, op, out_grads, colocate_gradients_with_ops, stop_ops, x_set)
+            for pos, (t, gr) in enumerate(zip(op.inputs, in_grads)):
+                if gr is not None and t.dtype.is_differentiable:
+                    if isinstance(gr, Tensor) and gr.dtype is not t.dtype:
+                        raise TypeError(
+                            f"Gradient rule of op '{op.name}' ({op.type}) returned dtype "
+                            f"{gr.dtype.name} for input {pos}, which is {t.dtype.name}")
+                    grads.setdefault(t, []).append(gr)
+                src = t.op
+                if src in between:
+                    pending[src] -= 1
+                    if pending[src] == 0 and src not in queued:
+                        queued.add(src)
+                        ready.append(src)
+
+        out: list[Tensor | None] = []
+        for x in x_list:
+            parts = grads.get(x)
+            out.append(_aggregate(parts) if parts else None)
+        return out
+
+
+def _ops_between(g: Graph, ys: Sequence[Tensor], xs: Sequence[Tensor],
+                 stop_ops: set[Operation]) -> tuple[set[Operation], dict[Operation, int]]:
+    """Ops on some path from an x to a y, and each one's count of consumers among them."""
+    consumers: dict[Operation, list[Operation]] = {}
+    for op in g.get_operations():
+        for t in op.inputs:
+            consumers.setdefault(t.op, []).append(op)
+    reached: set[Operation] = set()
+    stack = [x.op for x in xs]
+    while stack:
+        op = stack.pop()
+        if op in reached:
+            continue
+        reached.add(op)
+        stack.extend(consumers.get(op, ()))
+    between: set[Operation] = set()
+    stack = [y.op for y in ys]
+    while stack:
+        op = stack.pop()
+        if op in between or op not in reached:
+            continue
+        between.add(op)
+        if op in stop_ops:
+            continue
+        stack.extend(t.op for t in op.inputs)
+    pending = {op: 0 for op in between}
+    for op in between:
+        if op in stop_ops:
+            continue
+        for t in op.inputs:
+            if t.op in between:
+                pending[t.op] += 1
+    return between, pending
+
+
+def _aggregate(parts: list[Tensor] | None) -> Tensor | None:
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    from tensorgrid.ops.math import add_n
+
+    return add_n(parts)
+
+
+def _call_rule(g: Graph, op: Operation, out_grads: list[Tensor | None], colocate: bool,
+               stop_ops: set[Operation], x_set: set[Tensor]) -> list[Any]:
+    n_in = len(op.inputs)
+    if op in stop_ops or not any(gr is not None for gr in out_grads):
+        return [None] * n_in
+    if all(not t.dtype.is_differentiable for t in op.inputs):
+        return [None] * n_in
+    try:
+        rule = registry.get_gradient(op.type)
+    except LookupError:
+        raise LookupError(
+            f"No gradient defined for operation '{op.name}' (op type: {op.type})") from None
+    if rule is None:
+        return [None] * n_in
+    from tensorgrid.ops import array as array_ops
+
+    filled = []
+    for t, gr in zip(op.outputs, out_grads):
+        if gr is None and t.dtype.is_differentiable and len(op.outputs) > 1:
+            gr = array_ops.zeros_like(t)
+        filled.append(gr)
+    with g.name_scope(f"{op.name}_grad"):
+        if colocate:
+            with g.colocate_with(op):
+                result = rule(op, *filled)
+        else:
+            result = rule(op, *filled)
+    result = list(result) if isinstance(result, list | tuple) else [result]
+    if len(result) != n_in:
+        raise ValueError(
+            f"Gradient rule of op type {op.type} returned {len(result)} gradients for node "
+            f"'{op.name}', which has {n_in} inputs")
+    return result
+
+
+def hessians(ys: Any, xs: Any, name: str = "hessians") -> list[Tensor | None]:
+    """Second derivatives of sum(ys) for each x whose gradient is a scalar-per-element map."""
+    first = gradients(ys, xs, name=name)
+    return [gradients(gr, x, name=name)[0] if gr is not None else None
+            for gr, x in zip(first, _as_list(xs))]

@@ -1,0 +1,123 @@
+"""Session and run options with TensorFlow 1.x's names (``tf.ConfigProto``, ``tf.RunOptions``, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class OptimizerOptions:
+    """Graph optimizations applied when a plan is built."""
+
+    L1 = 0
+    L0 = -1
+    do_common_subexpression_elimination: bool = True
+    do_constant_folding: bool = True
+    opt_level: int = 0
+
+
+@dataclass
+class RewriterConfig:
+    """The subset of grappler's switches that map onto our passes."""
+
+    DEFAULT = 0
+    ON = 1
+    OFF = 2
+    constant_folding: int = 0
+    common_subgraph_elimination: int = 0
+    disable_meta_optimizer: bool = False
+
+
+@dataclass
+class GraphOptions:
+    optimizer_options: OptimizerOptions = field(default_factory=OptimizerOptions)
+    rewrite_options: RewriterConfig = field(default_factory=RewriterConfig)
+    place_pruned_graph: bool = False
+    infer_shapes: bool = False
+    build_cost_model: int = 0
+
+
+@dataclass
+class GPUOptions:
+    allow_growth: bool = False
+    per_process_gpu_memory_fraction: float = 0.0
+    visible_device_list: str = ""
+
+
+@dataclass
+class ConfigProto:
+    """Session configuration (TensorFlow 1.x field names)."""
+
+    allow_soft_placement: bool = False
+    log_device_placement: bool = False
+    device_filters: list[str] = field(default_factory=list)
+    graph_options: GraphOptions = field(default_factory=GraphOptions)
+    gpu_options: GPUOptions = field(default_factory=GPUOptions)
+    inter_op_parallelism_threads: int = 0
+    intra_op_parallelism_threads: int = 0
+    operation_timeout_in_ms: int = 0
+    device_count: dict[str, int] = field(default_factory=dict)
+    isolate_session_state: bool = False
+
+    def CopyFrom(self, other: ConfigProto) -> None:  # noqa: N802 - protobuf-style name
+        import copy
+
+        self.__dict__.update(copy.deepcopy(other.__dict__))
+
+    def constant_folding_enabled(self) -> bool:
+        rw = self.graph_options.rewrite_options
+        if rw.disable_meta_optimizer or rw.constant_folding == RewriterConfig.OFF:
+            return False
+        return self.graph_options.optimizer_options.do_constant_folding and \
+            self.graph_options.optimizer_options.opt_level >= 0
+
+    def cse_enabled(self) -> bool:
+        rw = self.graph_options.rewrite_options
+        if rw.disable_meta_optimizer or rw.common_subgraph_elimination == RewriterConfig.OFF:
+            return False
+        return self.graph_options.optimizer_options.do_common_subexpression_elimination and \
+            self.graph_options.optimizer_options.opt_level >= 0
+
+
+@dataclass
+class RunOptions:
+    NO_TRACE = 0
+    SOFTWARE_TRACE = 1
+    HARDWARE_TRACE = 2
+    FULL_TRACE = 3
+    trace_level: int = 0
+    timeout_in_ms: int = 0
+    output_partition_graphs: bool = False
+
+
+@dataclass
+class NodeExecStats:
+    node_name: str
+    op: str
+    all_start_micros: int
+    all_end_rel_micros: int
+
+
+@dataclass
+class DeviceStepStats:
+    device: str
+    node_stats: list[NodeExecStats] = field(default_factory=list)
+
+
+@dataclass
+class StepStats:
+    dev_stats: list[DeviceStepStats] = field(default_factory=list)
+
+
+@dataclass
+class RunMetadata:
+    """Filled by ``Session.run`` when asked: per-node timings and the graphs that ran."""
+
+    step_stats: StepStats = field(default_factory=StepStats)
+    partition_graphs: list[Any] = field(default_factory=list)
+    cost_graph: Any = None
+
+    def Clear(self) -> None:  # noqa: N802
+        self.step_stats = StepStats()
+        self.partition_graphs = []

@@ -1,0 +1,138 @@
+"""The in-process backend of a local ``Session``: one task, ``/job:localhost/replica:0/task:0``, with
+its CPU (and a GPU where cupy finds one). It plans with the same chain as the master and runs the
+single partition with the executor; plans are cached per (graph version, feeds, fetches, targets)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorgrid.client.config import (ConfigProto, DeviceStepStats, NodeExecStats, RunMetadata,
+                                      RunOptions)
+from tensorgrid.compiler.plan import Plan, PlanOptions, build_plan
+from tensorgrid.core.registry import TensorSpec
+from tensorgrid.framework.graph import Graph
+from tensorgrid.runtime.executor import Executable, LocalDevice, StepContext, next_step_id
+from tensorgrid.runtime.resources import ResourceMgr
+
+LOCAL_TASK = "/job:localhost/replica:0/task:0"
+LOCAL_CPU = LOCAL_TASK + "/device:CPU:0"
+
+
+def local_devices(resources: ResourceMgr | None = None) -> dict[str, LocalDevice]:
+    """This process's devices: the CPU, plus GPU:0 when cupy imports and sees a GPU."""
+    devs = {LOCAL_CPU: LocalDevice(LOCAL_CPU, "CPU", np, resources or ResourceMgr())}
+    gpu = gpu_module()
+    if gpu is not None:
+        name = LOCAL_TASK + "/device:GPU:0"
+        devs[name] = LocalDevice(name, "GPU", gpu, ResourceMgr())
+    return devs
+
+
+def gpu_module() -> Any:
+    """cupy when it imports and finds a GPU, else None (the GPU kernels then never load)."""
+    if "tensorgrid.kernels.gpu" in sys.modules:
+        return sys.modules["tensorgrid.kernels.gpu"].cupy_or_none()
+    try:
+        from tensorgrid.kernels import gpu
+    except ImportError:
+        return None
+    return gpu.cupy_or_none()
+
+
+class _LocalPlan:
+    __slots__ = ("plan", "exe", "arg_order", "ret_order")
+
+    def __init__(self, plan: Plan, exe: Executable) -> None:
+        self.plan = plan
+        self.exe = exe
+
+
+class LocalBackend:
+    """Plans and runs steps in this process."""
+
+    def __init__(self, graph: Graph, config: ConfigProto) -> None:
+        self.graph = graph
+        self.config = config
+        self.devices = local_devices()
+        self._plans: dict[tuple[Any, ...], _LocalPlan] = {}
+        self._specs_version = -1
+        self._specs: dict[str, list[TensorSpec]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.plan_builds = 0
+
+    def list_devices(self) -> list[str]:
+        return list(self.devices)
+
+    def _graph_specs(self) -> dict[str, list[TensorSpec]]:
+        if self._specs_version != self.graph.version:
+            self._specs = {op.name: [TensorSpec(t.dtype, t.shape) for t in op.outputs]
+                           for op in self.graph.get_operations()}
+            self._specs_version = self.graph.version
+        return self._specs
+
+    def prepare(self, feeds: Sequence[str], fetches: Sequence[str],
+                targets: Sequence[str]) -> _LocalPlan:
+        key = (self.graph.version, tuple(feeds), tuple(fetches), tuple(targets))
+        found = self._plans.get(key)
+        if found is not None:
+            return found
+        cfg = self.config
+        types = ("GPU", "CPU") if any(d.device_type == "GPU" for d in self.devices.values()) \
+            else ("CPU",)
+        plan = build_plan(
+            self.graph.as_graph_def().nodes, self._graph_specs(), feeds, fetches, targets,
+            list(self.devices), LOCAL_CPU,
+            PlanOptions(allow_soft_placement=cfg.allow_soft_placement, do_cse=cfg.cse_enabled(),
+                        do_constant_folding=cfg.constant_folding_enabled(),
+                        preferred_types=types),
+        )
+        if cfg.log_device_placement:
+            for name, dev in plan.placement.devices.items():
+                print(f"{name}: {dev}", file=sys.stderr)
+        nodes = plan.partitions.get(LOCAL_TASK, ())
+        exe = Executable(nodes, self.devices, LOCAL_CPU, plan.specs)
+        local = _LocalPlan(plan, exe)
+        self._plans[key] = local
+        self.plan_builds += 1
+        return local
+
+    def run(self, prepared: _LocalPlan, feed_values: Sequence[Any],
+            options: RunOptions | None = None, run_metadata: RunMetadata | None = None) -> list[Any]:
+        exe = prepared.exe
+        trace = [] if (options is not None and options.trace_level and run_metadata is not None) \
+            else None
+        step = StepContext(step_id=next_step_id(), args=feed_values, rets=[None] * exe.num_rets,
+                           trace=trace)
+        if exe.has_async:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            results = self._loop.run_until_complete(exe.run_async(step))
+        else:
+            results = exe.run_sync(step)
+        if trace is not None and run_metadata is not None:
+            _fill_metadata(run_metadata, trace, prepared.plan)
+        return results
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+        self._plans.clear()
+
+
+def _fill_metadata(md: RunMetadata, trace: list[tuple[str, str, float, float]], plan: Plan) -> None:
+    by_dev: dict[str, DeviceStepStats] = {}
+    base = time.time() - time.perf_counter()
+    for name, op, t0, t1 in trace:
+        dev = plan.placement.devices.get(name, LOCAL_CPU)
+        stats = by_dev.setdefault(dev, DeviceStepStats(dev))
+        stats.node_stats.append(NodeExecStats(name, op, int((base + t0) * 1e6),
+                                              int((t1 - t0) * 1e6)))
+    md.step_stats.dev_stats.extend(by_dev.values())
+    md.partition_graphs.extend(plan.partitions.values())

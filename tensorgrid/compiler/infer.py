@@ -1,0 +1,73 @@
+"""Whole-graph inference: every node's output dtypes and shapes, in topological order.
+
+Used to validate submitted GraphDefs (a dtype or shape mismatch fails here, naming the node) and to
+give plans the specs that feeds, partitions and kernels need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tensorgrid.core import errors, registry
+from tensorgrid.core.ir import NodeDef, parse_input, topological_order
+from tensorgrid.core.registry import InferContext, TensorSpec
+
+Specs = dict[str, list[TensorSpec]]
+
+
+def infer_graph(nodes: Sequence[NodeDef], known: Mapping[str, Sequence[TensorSpec]] | None = None,
+                ordered: bool = False) -> Specs:
+    """Output specs of every node.
+
+    Args:
+        nodes: the graph's nodes.
+        known: specs already known for some nodes (they are not inferred again).
+        ordered: the nodes are already in topological order.
+
+    Raises:
+        NotFoundError: an unknown op or a dangling input.
+        InvalidArgumentError: a cycle, a bad attr, or inputs the op rejects (names the node).
+    """
+    order = list(nodes) if ordered else topological_order(nodes)
+    specs: Specs = {k: list(v) for k, v in (known or {}).items()}
+    by_name = {n.name: n for n in order}
+    for n in order:
+        if n.name in specs:
+            continue
+        opdef = registry.get_op(n.op, n)
+        ins: list[TensorSpec] = []
+        srcs: list[tuple[str, int]] = []
+        for inp in n.inputs:
+            src, idx, ctrl = parse_input(inp)
+            if ctrl:
+                continue
+            outs = specs.get(src)
+            if outs is None:
+                raise errors.NotFoundError(
+                    f"Node '{n.name}' (op {n.op}) has input '{inp}' naming a node that is not in "
+                    "the graph", node_name=n.name, op_type=n.op)
+            if idx >= len(outs):
+                raise errors.InvalidArgumentError(
+                    f"Node '{n.name}' (op {n.op}) reads output {idx} of '{src}', which has only "
+                    f"{len(outs)} output(s)", node_name=n.name, op_type=n.op)
+            ins.append(outs[idx])
+            srcs.append((src, idx))
+
+        def const(i: int, srcs: list[tuple[str, int]] = srcs) -> np.ndarray | None:
+            node = by_name.get(srcs[i][0])
+            if node is not None and node.op == "Const" and srcs[i][1] == 0:
+                v = node.attrs.get("value")
+                return v if isinstance(v, np.ndarray) else None
+            return None
+
+        try:
+            specs[n.name] = list(opdef.infer(InferContext(n, opdef, ins, const)))
+        except errors.OpError as exc:
+            raise errors.at_node(exc, n.name, n.op) from None
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise errors.InvalidArgumentError(
+                f"Node '{n.name}' (op {n.op}): {exc}", node_name=n.name, op_type=n.op
+            ) from exc
+    return specs

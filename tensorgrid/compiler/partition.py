@@ -1,0 +1,118 @@
+"""Partition a placed graph into one graph per task, with a Send/Recv pair on every cross-task edge.
+
+* One transfer per (tensor, destination task): every consumer of that tensor on the destination task
+  reads the same ``_Recv``.
+* A control edge across tasks becomes a tiny transfer: a scalar Const that runs after the source
+  node is sent, and the destination node gets a control edge from its ``_Recv``.
+* ``_Arg``/``_Retval`` indices are renumbered per partition (0..k-1 on each task).
+
+Within a task, edges between devices (CPU and GPU) need no Send/Recv: the executor moves values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tensorgrid.core import dtypes
+from tensorgrid.core.device import task_of
+from tensorgrid.core.ir import NodeDef, parse_input
+from tensorgrid.core.registry import TensorSpec
+
+
+def _short(task: str) -> str:
+    # '/job:worker/replica:0/task:1' -> 'worker_1'
+    parts = dict(p.split(":", 1) for p in task.strip("/").split("/"))
+    return f"{parts['job']}_{parts['task']}"
+
+
+def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]]
+              ) -> dict[str, tuple[NodeDef, ...]]:
+    """Split placed ``nodes`` (every node has a full device) by task.
+
+    Returns:
+        task name ('/job:J/replica:0/task:T') -> the nodes of that task's partition.
+    """
+    by_name = {n.name: n for n in nodes}
+    task = {n.name: task_of(n.device) for n in nodes}
+    parts: dict[str, list[NodeDef]] = {}
+    sends: dict[tuple[str, int, str], str] = {}  # (src, idx, dst task) -> recv node name
+    ctrl_sends: dict[tuple[str, str], str] = {}  # (src, dst task) -> recv node name
+
+    def add(t: str, n: NodeDef) -> None:
+        parts.setdefault(t, []).append(n)
+
+    def transfer(src: str, idx: int, dst_task: str, dst_device: str) -> str:
+        key = (src, idx, dst_task)
+        found = sends.get(key)
+        if found is not None:
+            return found
+        src_node = by_name[src]
+        spec = specs[src][idx]
+        base = f"{src}/_{idx}_to_{_short(dst_task)}"
+        attrs = {
+            "tensor_name": f"{src}:{idx}",
+            "send_device": src_node.device,
+            "send_device_incarnation": 0,
+            "recv_device": dst_device,
+            "client_terminated": False,
+        }
+        add(task[src], NodeDef(f"{base}/_send", "_Send", (f"{src}:{idx}",), src_node.device,
+                               {**attrs, "T": spec.dtype}))
+        recv = f"{base}/_recv"
+        add(dst_task, NodeDef(recv, "_Recv", (), dst_device,
+                              {**attrs, "tensor_type": spec.dtype, "shape": spec.shape}))
+        sends[key] = recv
+        return recv
+
+    def control_transfer(src: str, dst_task: str, dst_device: str) -> str:
+        key = (src, dst_task)
+        found = ctrl_sends.get(key)
+        if found is not None:
+            return found
+        src_node = by_name[src]
+        base = f"{src}/_ctrl_to_{_short(dst_task)}"
+        dummy = f"{base}/_trigger"
+        add(task[src], NodeDef(dummy, "Const", (f"^{src}",), src_node.device,
+                               {"value": np.zeros((), np.int32), "dtype": dtypes.int32}))
+        attrs = {
+            "tensor_name": f"{dummy}:0",
+            "send_device": src_node.device,
+            "send_device_incarnation": 0,
+            "recv_device": dst_device,
+            "client_terminated": False,
+        }
+        add(task[src], NodeDef(f"{base}/_send", "_Send", (dummy,), src_node.device,
+                               {**attrs, "T": dtypes.int32}))
+        recv = f"{base}/_recv"
+        add(dst_task, NodeDef(recv, "_Recv", (), dst_device,
+                              {**attrs, "tensor_type": dtypes.int32, "shape": ()}))
+        ctrl_sends[key] = recv
+        return recv
+
+    for n in nodes:
+        t = task[n.name]
+        new_inputs = []
+        for inp in n.inputs:
+            src, idx, ctrl = parse_input(inp)
+            if task[src] == t:
+                new_inputs.append(inp)
+            elif ctrl:
+                new_inputs.append("^" + control_transfer(src, t, n.device))
+            else:
+                new_inputs.append(transfer(src, idx, t, n.device))
+        add(t, n if tuple(new_inputs) == n.inputs else n.with_(inputs=new_inputs))
+
+    return {t: tuple(_renumber(ns)) for t, ns in parts.items()}
+
+
+def _renumber(nodes: list[NodeDef]) -> list[NodeDef]:
+    """Give the ``_Arg`` and ``_Retval`` nodes of one partition indices 0..k-1, in global order."""
+    out = list(nodes)
+    for op in ("_Arg", "_Retval"):
+        frame = sorted((int(n.attrs["index"]), i) for i, n in enumerate(out) if n.op == op)
+        for local, (_, i) in enumerate(frame):
+            n = out[i]
+            out[i] = n.with_(attrs={**n.attrs, "index": local})
+    return out

@@ -1,0 +1,206 @@
+"""Graph passes: pure functions from a node list to a node list that computes the same results.
+
+* ``cse``: common-subexpression elimination. Two stateless nodes with the same op, inputs, device and
+  attrs compute the same value: later ones are replaced by the first.
+* ``constant_fold``: a stateless node whose data inputs are all constants is evaluated once, with its
+  CPU kernel, and replaced by a Const (so are Shape/Size/Rank of fully known shapes). Its control
+  inputs stay on the new Const.
+
+Neither pass touches stateful nodes, ``_Arg``/``_Retval``, or the names in ``protected``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorgrid.core import dtypes, errors, registry
+from tensorgrid.core.ir import NodeDef, attrs_key, parse_input, topological_order
+from tensorgrid.core.registry import KernelContext, StepKernel, AsyncKernel, TensorSpec
+from tensorgrid.runtime.resources import ResourceMgr
+
+# Ops whose inputs may be reordered without changing the result.
+_COMMUTATIVE = frozenset({"AddV2", "Add", "Mul", "Maximum", "Minimum", "Equal", "NotEqual",
+                          "LogicalAnd", "LogicalOr", "BitwiseAnd", "BitwiseOr", "BitwiseXor"})
+# Folding stops at results bigger than this (bytes): a big constant is cheaper to compute than to
+# ship inside every registered partition.
+FOLD_LIMIT_BYTES = 10 * 1024 * 1024
+
+Specs = Mapping[str, Sequence[TensorSpec]]
+
+
+def _mergeable(n: NodeDef) -> bool:
+    opdef = registry.get_op(n.op, n)
+    return not opdef.stateful and not opdef.ref_outputs and not n.op.startswith("_")
+
+
+def cse(nodes: Sequence[NodeDef], protected: frozenset[str] | set[str] = frozenset()
+        ) -> list[NodeDef]:
+    """Common-subexpression elimination.
+
+    Returns the nodes in topological order, duplicates removed and their consumers rewired.
+    """
+    order = topological_order(nodes)
+    rep: dict[str, str] = {}  # removed node -> the node that replaces it
+    seen: dict[Any, str] = {}
+    out: list[NodeDef] = []
+    for n in order:
+        new_inputs = tuple(_rename(i, rep) for i in n.inputs)
+        if new_inputs != n.inputs:
+            n = n.with_(inputs=new_inputs)
+        if _mergeable(n) and n.name not in protected:
+            data = [i for i in n.inputs if not i.startswith("^")]
+            if n.op in _COMMUTATIVE:
+                data = sorted(data)
+            ctrl = tuple(sorted(set(i for i in n.inputs if i.startswith("^"))))
+            key = (n.op, tuple(_canon(i) for i in data), ctrl, n.device, attrs_key(n.attrs))
+            first = seen.get(key)
+            if first is not None:
+                rep[n.name] = first
+                continue
+            seen[key] = n.name
+        out.append(n)
+    return out
+
+
+def _canon(inp: str) -> str:
+    node, idx, ctrl = parse_input(inp)
+    return f"^{node}" if ctrl else f"{node}:{idx}"
+
+
+def _rename(inp: str, rep: Mapping[str, str]) -> str:
+    node, idx, ctrl = parse_input(inp)
+    target = rep.get(node)
+    if target is None:
+        return inp
+    return f"^{target}" if ctrl else (target if idx == 0 else f"{target}:{idx}")
+
+
+def constant_fold(nodes: Sequence[NodeDef], specs: Specs,
+                  protected: frozenset[str] | set[str] = frozenset()) -> list[NodeDef]:
+    """Replace stateless nodes computable from constants alone by Const nodes.
+
+    Returns the nodes in topological order. A node whose evaluation fails is left alone, so the
+    error surfaces when the step runs, naming that node.
+    """
+    order = topological_order(nodes)
+    consts: dict[str, np.ndarray] = {}  # name of a (now) single-output Const -> value
+    extra_outputs: dict[tuple[str, int], str] = {}  # multi-output results -> new Const names
+    resources = ResourceMgr()
+    out: list[NodeDef] = []
+    for n in order:
+        new_inputs = tuple(_fold_rename(i, extra_outputs) for i in n.inputs)
+        if new_inputs != n.inputs:
+            n = n.with_(inputs=new_inputs)
+        if n.op == "Const" and isinstance(n.attrs.get("value"), np.ndarray):
+            consts[n.name] = n.attrs["value"]
+            out.append(n)
+            continue
+        folded = None if n.name in protected else _try_fold(n, specs, consts, resources)
+        if folded is None:
+            out.append(n)
+            continue
+        ctrl = tuple(i for i in n.inputs if i.startswith("^"))
+        if len(folded) == 1:
+            out.append(_const_node(n.name, folded[0], n.device, ctrl))
+            consts[n.name] = folded[0]
+        else:
+            for k, value in enumerate(folded):
+                name = f"{n.name}/_folded_{k}"
+                out.append(_const_node(name, value, n.device, ctrl))
+                consts[name] = value
+                extra_outputs[(n.name, k)] = name
+    return out
+
+
+def _fold_rename(inp: str, extra: Mapping[tuple[str, int], str]) -> str:
+    node, idx, ctrl = parse_input(inp)
+    if ctrl:
+        return inp
+    new = extra.get((node, idx))
+    return new if new is not None else inp
+
+
+def _const_node(name: str, value: np.ndarray, device: str, ctrl: tuple[str, ...]) -> NodeDef:
+    value = np.asarray(value)
+    return NodeDef(name, "Const", ctrl, device, {"value": value, "dtype": dtypes.as_dtype(
+        value.dtype) if value.dtype.kind not in "USO" else dtypes.string})
+
+
+def _try_fold(n: NodeDef, specs: Specs, consts: Mapping[str, np.ndarray],
+              resources: ResourceMgr) -> list[np.ndarray] | None:
+    opdef = registry.get_op(n.op, n)
+    if not opdef.foldable or opdef.stateful or opdef.ref_outputs or n.op.startswith("_"):
+        return None
+    if n.op in ("Shape", "Size", "Rank"):
+        return _fold_shape(n, specs)
+    data = [i for i in n.inputs if not i.startswith("^")]
+    if not data or n.op in ("Identity", "NoOp", "StopGradient", "PreventGradient",
+                             "PlaceholderWithDefault"):
+        return None
+    args = []
+    for i in data:
+        node, idx, _ = parse_input(i)
+        if idx != 0 or node not in consts:
+            return None
+        args.append(consts[node])
+    out_specs = specs.get(n.name, ())
+    if sum(_nbytes(s) for s in out_specs) > FOLD_LIMIT_BYTES:
+        return None
+    if not registry.has_kernel(n.op, "CPU"):
+        return None
+    try:
+        kdef = registry.get_kernel(n.op, "CPU", n)
+        ctx = KernelContext(n, opdef, "", "CPU", np, resources, output_specs=out_specs)
+        fn = kdef.build(ctx)
+        if isinstance(fn, StepKernel | AsyncKernel):
+            return None
+        with np.errstate(all="ignore"):
+            result = fn(*args)
+    except (errors.OpError, ValueError, TypeError, IndexError, ZeroDivisionError, KeyError,
+            ArithmeticError):
+        return None
+    results = list(result) if isinstance(result, tuple | list) else [result]
+    arrays = [np.asarray(r) for r in results]
+    if sum(a.nbytes for a in arrays) > FOLD_LIMIT_BYTES:
+        return None
+    return arrays
+
+
+def _nbytes(spec: TensorSpec) -> int:
+    n = spec.shape.num_elements()
+    return 0 if n is None else n * max(spec.dtype.size, 1)
+
+
+def _fold_shape(n: NodeDef, specs: Specs) -> list[np.ndarray] | None:
+    data = [i for i in n.inputs if not i.startswith("^")]
+    if len(data) != 1:
+        return None
+    node, idx, _ = parse_input(data[0])
+    outs = specs.get(node)
+    if not outs or idx >= len(outs):
+        return None
+    shape = outs[idx].shape
+    out_type = n.attrs.get("out_type", dtypes.int32)
+    if n.op == "Rank":
+        return None if shape.rank is None else [np.array(shape.rank, dtype=np.int32)]
+    if not shape.is_fully_defined():
+        return None
+    if n.op == "Size":
+        return [np.array(shape.num_elements(), dtype=out_type.np)]
+    return [np.array(shape.as_list(), dtype=out_type.np)]
+
+
+def optimize(nodes: Sequence[NodeDef], specs: Specs, protected: frozenset[str] | set[str],
+             *, do_cse: bool = True, do_constant_folding: bool = True) -> list[NodeDef]:
+    """Run the enabled passes: CSE, then constant folding, then CSE again on what folding exposed."""
+    out = list(nodes)
+    if do_cse:
+        out = cse(out, protected)
+    if do_constant_folding:
+        out = constant_fold(out, specs, protected)
+        if do_cse:
+            out = cse(out, protected)
+    return out

@@ -1,0 +1,246 @@
+"""Placement: give every node a device, and say why.
+
+Constraints, in the order they apply:
+  1. An explicit device request (a full or partial device name on the node) restricts the node to the
+     devices that match it and have a kernel for its op.
+  2. Colocation: nodes joined by a ``_class: loc:@X`` attr, or by a reference edge (an op updating a
+     variable takes the variable's reference), form one group, placed together on a device that
+     satisfies every member (union-find over the groups).
+  3. Soft placement (``allow_soft_placement``): a request that no device satisfies is relaxed (first
+     the device type and index, then the task, then the job) instead of failing. Without it, the
+     error names the node and the device that is missing.
+  4. The cost model places the unconstrained groups, in topological order: each goes to the task
+     that already holds the most bytes of its inputs (fewest bytes to move), ties broken by the
+     least estimated compute already placed there, then by the default task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tensorgrid.core import errors, registry
+from tensorgrid.core.device import DeviceSpec
+from tensorgrid.core.ir import NodeDef, parse_input
+from tensorgrid.core.registry import TensorSpec
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The device of every node and the reason for it."""
+
+    devices: Mapping[str, str]
+    reasons: Mapping[str, str]
+
+    def explain(self) -> list[dict[str, str]]:
+        return [{"node": n, "device": d, "reason": self.reasons.get(n, "")}
+                for n, d in self.devices.items()]
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        root = x
+        while self.parent.get(root, root) != root:
+            root = self.parent[root]
+        while self.parent.get(x, x) != root:  # path compression
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+# Rough cost per output element, in arbitrary units, for the cost model's load balance.
+_HEAVY = {"MatMul": 8.0, "BatchMatMulV2": 8.0, "Conv2D": 16.0, "Conv2DBackpropInput": 16.0,
+          "Conv2DBackpropFilter": 16.0}
+
+
+def estimated_bytes(spec: TensorSpec | None) -> int:
+    if spec is None:
+        return 0
+    n = spec.shape.num_elements()
+    return (n if n is not None else 1024) * max(spec.dtype.size, 1)
+
+
+def place(
+    nodes: Sequence[NodeDef],
+    specs: Mapping[str, Sequence[TensorSpec]],
+    devices: Sequence[str],
+    *,
+    default_device: str,
+    allow_soft_placement: bool = False,
+    preferred_types: Sequence[str] = ("CPU",),
+) -> Placement:
+    """Place ``nodes`` (in topological order) on ``devices`` (full device names).
+
+    Raises:
+        InvalidArgumentError: a request no device satisfies (without soft placement), or colocated
+            nodes whose requests conflict; the message names the node and the device.
+    """
+    parsed = {d: DeviceSpec.from_string(d) for d in devices}
+    uf = _UnionFind()
+    by_name = {n.name: n for n in nodes}
+    for n in nodes:
+        for group in n.attrs.get("_class", ()) or ():
+            if isinstance(group, str) and group.startswith("loc:@"):
+                other = group[5:]
+                if other in by_name:
+                    uf.union(other, n.name)
+        opdef = registry.get_op(n.op, n)
+        for pos, inp in enumerate(n.inputs):
+            src, idx, ctrl = parse_input(inp)
+            if ctrl or src not in by_name:
+                continue
+            src_def = registry.get_op(by_name[src].op)
+            if pos in opdef.ref_inputs and idx in src_def.ref_outputs:
+                uf.union(src, n.name)
+    groups: dict[str, list[NodeDef]] = {}
+    for n in nodes:
+        groups.setdefault(uf.find(n.name), []).append(n)
+
+    result: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    task_bytes: dict[str, float] = {}
+    default_task = parsed[default_device].task_name
+
+    def kernel_ok(n: NodeDef, d: str) -> bool:
+        return registry.has_kernel(n.op, parsed[d].device_type or "CPU")
+
+    for root, members in _groups_in_order(nodes, groups, uf):
+        candidates = list(devices)
+        why: list[str] = []
+        explicit = False
+        for n in members:
+            if not n.device:
+                continue
+            explicit = True
+            want = DeviceSpec.from_string(n.device)
+            matching = [d for d in candidates if want.matches(parsed[d]) and kernel_ok(n, d)]
+            if not matching and allow_soft_placement:
+                matching = _relaxed(want, candidates, parsed, lambda d, n=n: kernel_ok(n, d))
+                why.append(f"soft placement relaxed '{n.device}' of '{n.name}'")
+            if not matching:
+                raise errors.InvalidArgumentError(_no_device_message(n, want, devices, parsed,
+                                                                     candidates),
+                                                  node_name=n.name, op_type=n.op)
+            candidates = matching
+        for n in members:
+            with_kernel = [d for d in candidates if kernel_ok(n, d)]
+            if not with_kernel:
+                raise errors.InvalidArgumentError(
+                    f"Cannot place node '{n.name}' (op {n.op}): no kernel for it on "
+                    f"{', '.join(candidates)}"
+                    + (f" (it is colocated with '{root}')" if n.name != root else ""),
+                    node_name=n.name, op_type=n.op)
+            candidates = with_kernel
+        if explicit:
+            chosen = _prefer(candidates, parsed, preferred_types, default_task)
+            why.insert(0, "explicit request" if len(members) == 1
+                       else f"explicit request within colocation group '{root}'")
+        else:
+            chosen = _by_cost(members, candidates, parsed, specs, result, by_name, task_bytes,
+                              preferred_types, default_task, why)
+        for n in members:
+            result[n.name] = chosen
+            reasons[n.name] = "; ".join(why) if n.name == root or len(members) == 1 else \
+                f"colocated with '{root}'; " + "; ".join(why)
+        cost = sum(_compute_cost(n, specs) for n in members)
+        task_bytes[parsed[chosen].task_name] = task_bytes.get(parsed[chosen].task_name, 0.0) + cost
+    return Placement({n.name: result[n.name] for n in nodes}, reasons)
+
+
+def _groups_in_order(nodes: Sequence[NodeDef], groups: Mapping[str, list[NodeDef]],
+                     uf: _UnionFind) -> list[tuple[str, list[NodeDef]]]:
+    seen: set[str] = set()
+    out = []
+    for n in nodes:
+        root = uf.find(n.name)
+        if root not in seen:
+            seen.add(root)
+            out.append((root, groups[root]))
+    return out
+
+
+def _relaxed(want: DeviceSpec, candidates: Sequence[str], parsed: Mapping[str, DeviceSpec],
+             ok: object) -> list[str]:
+    steps = [want.with_(device_type=None, device_index=None),
+             want.with_(device_type=None, device_index=None, task=None, replica=None),
+             DeviceSpec()]
+    for spec in steps:
+        found = [d for d in candidates if spec.matches(parsed[d]) and ok(d)]  # type: ignore[operator]
+        if found:
+            return found
+    return []
+
+
+def _no_device_message(n: NodeDef, want: DeviceSpec, devices: Sequence[str],
+                       parsed: Mapping[str, DeviceSpec], candidates: Sequence[str]) -> str:
+    matching = [d for d in devices if want.matches(parsed[d])]
+    if matching:
+        if set(matching).isdisjoint(candidates):
+            return (f"Cannot colocate node '{n.name}' (op {n.op}) with its group: it requests "
+                    f"'{n.device}' but the group is restricted to {', '.join(candidates)}")
+        return (f"Cannot assign a device for node '{n.name}' (op {n.op}): no kernel for it on "
+                f"'{n.device}'. Set allow_soft_placement to let tensorgrid pick another device.")
+    return (f"Cannot assign a device for node '{n.name}' (op {n.op}): it was explicitly assigned to "
+            f"'{n.device}', but the available devices are [{', '.join(devices)}]. Make sure the "
+            "device name refers to a job and task of the cluster, or set allow_soft_placement.")
+
+
+def _prefer(candidates: Sequence[str], parsed: Mapping[str, DeviceSpec],
+            preferred_types: Sequence[str], default_task: str) -> str:
+    def rank(d: str) -> tuple[int, int, str]:
+        spec = parsed[d]
+        t = spec.device_type or "CPU"
+        type_rank = preferred_types.index(t) if t in preferred_types else len(preferred_types)
+        return (type_rank, 0 if spec.task_name == default_task else 1, d)
+
+    return min(candidates, key=rank)
+
+
+def _compute_cost(n: NodeDef, specs: Mapping[str, Sequence[TensorSpec]]) -> float:
+    outs = specs.get(n.name) or ()
+    elems = sum((s.shape.num_elements() or 1) for s in outs)
+    return _HEAVY.get(n.op, 1.0) * elems
+
+
+def _by_cost(members: Sequence[NodeDef], candidates: Sequence[str],
+             parsed: Mapping[str, DeviceSpec], specs: Mapping[str, Sequence[TensorSpec]],
+             placed: Mapping[str, str], by_name: Mapping[str, NodeDef],
+             load: Mapping[str, float], preferred_types: Sequence[str], default_task: str,
+             why: list[str]) -> str:
+    """The task holding most of the group's input bytes; then least loaded; then the default."""
+    names = {m.name for m in members}
+    local_bytes: dict[str, int] = {}
+    for m in members:
+        for inp in m.inputs:
+            src, idx, ctrl = parse_input(inp)
+            if src in names or src not in placed:
+                continue
+            size = 1 if ctrl else estimated_bytes(_spec(specs, src, idx))
+            task = parsed[placed[src]].task_name
+            local_bytes[task] = local_bytes.get(task, 0) + size
+    tasks = sorted({parsed[d].task_name for d in candidates})
+    if len(tasks) == 1:
+        chosen_task = tasks[0]
+        why.append("default device" if not local_bytes else "the only task it may run on")
+    else:
+        best = max(tasks, key=lambda t: (local_bytes.get(t, 0), t == default_task,
+                                         -load.get(t, 0.0)))
+        chosen_task = best
+        if local_bytes.get(best, 0):
+            why.append(f"cost model: {local_bytes[best]} input bytes already on {best}")
+        else:
+            why.append("cost model: no inputs placed yet; the session's default task")
+    on_task = [d for d in candidates if parsed[d].task_name == chosen_task]
+    return _prefer(on_task, parsed, preferred_types, default_task)
+
+
+def _spec(specs: Mapping[str, Sequence[TensorSpec]], node: str, idx: int) -> TensorSpec | None:
+    outs = specs.get(node)
+    return outs[idx] if outs is not None and idx < len(outs) else None

@@ -1,0 +1,1 @@
+"""tensorgrid.framework"""

@@ -1,0 +1,183 @@
+"""Turning python values into tensors: ``constant``, ``convert_to_tensor`` and the op-building helper
+that every python op wrapper uses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorgrid.core import dtypes
+from tensorgrid.core.shapes import TensorShape
+from tensorgrid.framework.graph import Graph, Operation, Tensor, get_default_graph
+
+_CONVERSIONS: list[tuple[type, Callable[..., Tensor]]] = []
+
+
+def register_tensor_conversion_function(base_type: type, fn: Callable[..., Tensor]) -> None:
+    """Let ``convert_to_tensor`` accept instances of ``base_type`` (fn(value, dtype, name) -> Tensor)."""
+    _CONVERSIONS.append((base_type, fn))
+
+
+def to_numpy(value: Any, dtype: dtypes.DType | None = None, name: str = "value") -> np.ndarray:
+    """A numpy array of the given dtype, refusing lossy conversions the way TensorFlow does.
+
+    Raises:
+        TypeError: the value cannot be represented in ``dtype`` (e.g. 1.5 as int32).
+    """
+    if dtype is None:
+        dtype = dtypes.infer_dtype(value)
+    if dtype is dtypes.string:
+        arr = np.asarray(value, dtype=object)
+        return np.vectorize(_to_bytes, otypes=[object])(arr) if arr.size else arr
+    try:
+        src = np.asarray(value)
+    except ValueError as exc:
+        raise TypeError(f"Cannot convert {name} to a tensor: {exc}") from exc
+    if src.dtype == object or src.dtype.kind in "US":
+        raise TypeError(f"Expected {dtype.name} for {name}, got {_short(value)} of type "
+                        f"'{type(value).__name__}' instead.")
+    if dtype.is_integer and src.dtype.kind in "fc" and not isinstance(value, np.ndarray):
+        raise TypeError(f"Expected {dtype.name} for {name}, got {_short(value)} of type "
+                        f"'{type(value).__name__}' instead.")
+    if dtype.is_bool and src.dtype.kind != "b":
+        raise TypeError(f"Expected bool for {name}, got {_short(value)} instead.")
+    if not dtype.is_complex and src.dtype.kind == "c":
+        raise TypeError(f"Expected {dtype.name} for {name}, got a complex value instead.")
+    if dtype.is_integer and src.dtype.kind in "iu" and src.size and not isinstance(value, np.ndarray):
+        lim = np.iinfo(dtype.np)
+        if src.min() < lim.min or src.max() > lim.max:
+            raise TypeError(f"Value {_short(value)} is out of range for {dtype.name} ({name})")
+    return src.astype(dtype.np, copy=False)
+
+
+def _to_bytes(v: Any) -> bytes:
+    if isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, np.bytes_):
+        return bytes(v)
+    return str(v).encode("utf-8")
+
+
+def _short(value: Any) -> str:
+    s = repr(value)
+    return s if len(s) < 60 else s[:57] + "..."
+
+
+def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Const",
+             verify_shape: bool = False) -> Tensor:
+    """A Const op holding ``value`` (broadcast to ``shape`` when it is a scalar or fits)."""
+    dt = dtypes.as_dtype(dtype) if dtype is not None else None
+    if isinstance(value, np.ndarray | np.generic) and dt is None:
+        dt = dtypes.as_dtype(value.dtype) if value.dtype.kind not in "USO" else dtypes.string
+    arr = to_numpy(value, dt, name)
+    if dt is None:
+        dt = dtypes.infer_dtype(value)
+        arr = arr.astype(dt.np, copy=False) if dt is not dtypes.string else arr
+    if shape is not None:
+        target = tuple(int(d) for d in (shape.as_list() if isinstance(shape, TensorShape) else shape))
+        if arr.shape != target:
+            if verify_shape:
+                raise TypeError(f"Expected Tensor's shape: {target}, got {arr.shape}.")
+            if arr.size == 1:
+                arr = np.full(target, arr.reshape(()), dtype=arr.dtype)
+            elif arr.size == int(np.prod(target)):
+                arr = arr.reshape(target)
+            else:
+                raise ValueError(f"Cannot reshape a constant of {arr.size} elements to {target}")
+    g = get_default_graph()
+    op = g.create_op("Const", [], {"value": arr, "dtype": dt}, name=name)
+    return op.outputs[0]
+
+
+def convert_to_tensor(value: Any, dtype: Any = None, name: str | None = None,
+                      preferred_dtype: Any = None, dtype_hint: Any = None) -> Tensor:
+    """Return ``value`` as a Tensor of the default graph (constants for python/numpy values).
+
+    Raises:
+        ValueError: a Tensor of another dtype than requested.
+        TypeError: the value cannot be converted.
+    """
+    want = dtypes.as_dtype(dtype) if dtype is not None else None
+    if isinstance(value, Tensor):
+        if want is not None and value.dtype is not want:
+            raise ValueError(
+                f"Tensor conversion requested dtype {want.name} for Tensor with dtype "
+                f"{value.dtype.name}: {value!r}"
+            )
+        return value
+    if isinstance(value, Operation):
+        raise TypeError(f"Can not convert an Operation ({value.name}) into a Tensor.")
+    for base, fn in _CONVERSIONS:
+        if isinstance(value, base):
+            t = fn(value, dtype=want, name=name)
+            if want is not None and t.dtype is not want:
+                raise ValueError(f"Tensor conversion requested dtype {want.name} for {value!r} "
+                                 f"of dtype {t.dtype.name}")
+            return t
+    if isinstance(value, list | tuple) and _contains_tensor(value):
+        from tensorgrid.ops import array as array_ops  # stacking mixed lists needs an op
+
+        parts = [convert_to_tensor(v, dtype=want) for v in value]
+        return array_ops.stack(parts, name=name or "packed")
+    hint = want or (dtypes.as_dtype(preferred_dtype or dtype_hint)
+                    if (preferred_dtype or dtype_hint) is not None else None)
+    if want is None and hint is not None:
+        try:
+            return constant(value, dtype=hint, name=name or "Const")
+        except (TypeError, ValueError):
+            pass
+    return constant(value, dtype=want, name=name or "Const")
+
+
+def _contains_tensor(value: Sequence[Any]) -> bool:
+    stack = list(value)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Tensor) or any(isinstance(v, b) for b, _ in _CONVERSIONS):
+            return True
+        if isinstance(v, list | tuple):
+            stack.extend(v)
+    return False
+
+
+def convert_n(values: Sequence[Any], dtype: Any = None) -> list[Tensor]:
+    return [convert_to_tensor(v, dtype=dtype) for v in values]
+
+
+def binary_inputs(x: Any, y: Any) -> tuple[Tensor, Tensor]:
+    """Convert two operands of an elementwise op; a python value takes the other operand's dtype."""
+    if isinstance(x, Tensor) or _is_convertible_object(x):
+        xt = convert_to_tensor(x)
+        return xt, convert_to_tensor(y, dtype_hint=xt.dtype) if not isinstance(y, Tensor) else y
+    if isinstance(y, Tensor) or _is_convertible_object(y):
+        yt = convert_to_tensor(y)
+        return convert_to_tensor(x, dtype_hint=yt.dtype), yt
+    return convert_to_tensor(x), convert_to_tensor(y)
+
+
+def _is_convertible_object(v: Any) -> bool:
+    return any(isinstance(v, b) for b, _ in _CONVERSIONS)
+
+
+def graph_of(values: Sequence[Any]) -> Graph:
+    for v in values:
+        if isinstance(v, Tensor):
+            return v.graph
+    return get_default_graph()
+
+
+def make_op(op_type: str, inputs: Sequence[Tensor], attrs: dict[str, Any] | None = None,
+            name: str | None = None) -> Any:
+    """Create an op in its inputs' graph and return its outputs: one Tensor, a tuple of Tensors, or
+    the Operation itself when it has no outputs."""
+    g = graph_of(inputs)
+    op = g.create_op(op_type, list(inputs), attrs or {}, name=name)
+    if not op.outputs:
+        return op
+    if len(op.outputs) == 1:
+        return op.outputs[0]
+    return tuple(op.outputs)

@@ -1,0 +1,151 @@
+"""The ops every graph needs: constants, placeholders, identity, grouping, and the call-frame ops
+(``_Arg``/``_Retval``) through which a plan takes feeds and returns fetches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorgrid.core import dtypes
+from tensorgrid.core.registry import InferContext, TensorSpec, op
+from tensorgrid.core.shapes import TensorShape, as_shape
+from tensorgrid.framework.convert import convert_to_tensor, make_op
+from tensorgrid.framework.graph import Operation, Tensor, _to_operation, get_default_graph
+from tensorgrid.ops._infer import same_as_input, spec
+
+# ------------------------------------------------------------------------------ definitions
+
+
+@op("Const")
+def _const(ctx: InferContext) -> Sequence[TensorSpec]:
+    value = ctx.attr("value")
+    if not isinstance(value, np.ndarray):
+        ctx.fail("attr 'value' must be a tensor")
+    return [spec(ctx.attr("dtype"), value.shape)]
+
+
+@op("Placeholder", defaults={"shape": TensorShape(None)})
+def _placeholder(ctx: InferContext) -> Sequence[TensorSpec]:
+    return [spec(ctx.attr("dtype"), as_shape(ctx.attr("shape")))]
+
+
+@op("PlaceholderWithDefault")
+def _placeholder_with_default(ctx: InferContext) -> Sequence[TensorSpec]:
+    ctx.expect_inputs(1)
+    shape = as_shape(ctx.attr("shape"))
+    if not shape.is_compatible_with(ctx.shape(0)):
+        ctx.fail(f"default value of shape {ctx.shape(0)} does not match shape {shape}")
+    return [spec(ctx.dtype(0), shape)]
+
+
+op("Identity")(same_as_input)
+op("Snapshot")(same_as_input)
+op("StopGradient")(same_as_input)
+op("PreventGradient")(same_as_input)
+
+
+@op("IdentityN")
+def _identity_n(ctx: InferContext) -> Sequence[TensorSpec]:
+    return list(ctx.inputs)
+
+
+@op("NoOp", stateful=False)
+def _no_op(ctx: InferContext) -> Sequence[TensorSpec]:
+    return []
+
+
+@op("_Arg", stateful=True)
+def _arg(ctx: InferContext) -> Sequence[TensorSpec]:
+    return [spec(ctx.attr("T"), as_shape(ctx.attr("shape", TensorShape(None))))]
+
+
+@op("_Retval", stateful=True)
+def _retval(ctx: InferContext) -> Sequence[TensorSpec]:
+    ctx.expect_inputs(1)
+    return []
+
+
+# ------------------------------------------------------------------------------ python API
+
+
+def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tensor:
+    """A tensor that must be fed at run time (``Session.run(..., feed_dict={p: value})``)."""
+    return make_op("Placeholder", [], {"dtype": dtypes.as_dtype(dtype), "shape": as_shape(shape)},
+                   name=name or "Placeholder")
+
+
+def placeholder_with_default(input: Any, shape: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """A placeholder that yields ``input`` when it is not fed."""
+    t = convert_to_tensor(input)
+    return make_op("PlaceholderWithDefault", [t], {"dtype": t.dtype, "shape": as_shape(shape)},
+                   name=name or "PlaceholderWithDefault")
+
+
+def identity(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """Return a tensor with the same value (a new node; useful for naming and control edges)."""
+    t = convert_to_tensor(input)
+    return make_op("Identity", [t], {"T": t.dtype}, name=name or "Identity")
+
+
+def stop_gradient(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """Pass ``input`` through unchanged, but let no gradient flow back through it."""
+    t = convert_to_tensor(input)
+    return make_op("StopGradient", [t], {"T": t.dtype}, name=name or "StopGradient")
+
+
+def identity_n(inputs: Sequence[Any], name: str | None = None) -> tuple[Tensor, ...]:
+    ts = [convert_to_tensor(i) for i in inputs]
+    out = make_op("IdentityN", ts, {"T": [t.dtype for t in ts]}, name=name or "IdentityN")
+    return out if isinstance(out, tuple) else (out,)
+
+
+def no_op(name: str | None = None) -> Operation:
+    """An op that does nothing; with control inputs it groups them."""
+    return get_default_graph().create_op("NoOp", [], {}, name=name or "NoOp")
+
+
+def group(*inputs: Any, name: str | None = None) -> Operation:
+    """An op that runs after all ``inputs`` (tensors or ops) and produces nothing."""
+    flat: list[Any] = []
+    stack = list(inputs)
+    while stack:
+        x = stack.pop(0)
+        if isinstance(x, list | tuple):
+            stack[0:0] = list(x)
+        elif isinstance(x, dict):
+            stack[0:0] = list(x.values())
+        elif x is not None:
+            flat.append(x)
+    ops = []
+    for x in flat:
+        o = _to_operation(x)
+        if o not in ops:
+            ops.append(o)
+    g = ops[0].graph if ops else get_default_graph()
+    with g.control_dependencies(None):
+        return g.create_op("NoOp", [], {}, name=name or "group_deps", control_inputs=ops)
+
+
+def tuple_(tensors: Sequence[Any], name: str | None = None,
+           control_inputs: Sequence[Any] | None = None) -> list[Any]:
+    """Identities of ``tensors`` that are available only after all of them (and control_inputs)."""
+    gate = group(*[t for t in tensors if t is not None], *(control_inputs or []),
+                 name=name or "tuple")
+    g = gate.graph
+    out = []
+    for t in tensors:
+        if t is None:
+            out.append(None)
+            continue
+        with g.control_dependencies([gate]):
+            out.append(identity(t))
+    return out
+
+
+def with_dependencies(dependencies: Sequence[Any], output_tensor: Any,
+                      name: str | None = None) -> Tensor:
+    g = get_default_graph()
+    with g.control_dependencies(dependencies):
+        return identity(output_tensor, name=name)

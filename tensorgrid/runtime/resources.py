@@ -1,0 +1,114 @@
+"""Per-device resources: variables (by container and shared name) and cached stateful kernels.
+
+A variable holds a numpy (or cupy) array that is replaced, never written in place, by Assign and the
+Apply* updates: a value read by one op is a snapshot that later updates leave alone, so fetched
+values and tensors already sent to other tasks never change under their holder.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tensorgrid.core import dtypes, errors
+from tensorgrid.core.shapes import TensorShape
+
+
+class Var:
+    """A variable's storage: its dtype, declared shape and current value (None until assigned)."""
+
+    __slots__ = ("name", "dtype", "shape", "value", "version")
+
+    def __init__(self, name: str, dtype: dtypes.DType, shape: TensorShape) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.shape = shape
+        self.value: Any = None
+        self.version = 0  # bumped on every write; checkpoints and tests read it
+
+    @property
+    def initialized(self) -> bool:
+        return self.value is not None
+
+    def read(self, node: str = "", op: str = "", device: str = "") -> Any:
+        """The current value.
+
+        Raises:
+            FailedPreconditionError: the variable was never initialized (names it).
+        """
+        value = self.value
+        if value is None:
+            raise errors.FailedPreconditionError(
+                f"Attempting to use uninitialized value {self.name}",
+                node_name=node or self.name, op_type=op or None, device=device or None,
+            )
+        return value
+
+    def write(self, value: Any) -> None:
+        self.value = value
+        self.version += 1
+
+
+class VarRef:
+    """What a VariableV2 node outputs: a reference through which ops read or update the variable."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var: Var) -> None:
+        self.var = var
+
+    def __repr__(self) -> str:
+        return f"<ref {self.var.name}>"
+
+
+class ResourceMgr:
+    """Variables and other stateful resources of one device, keyed by (container, name)."""
+
+    def __init__(self) -> None:
+        self._vars: dict[tuple[str, str], Var] = {}
+        self._kernels: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def variable(self, container: str, name: str, dtype: dtypes.DType, shape: TensorShape) -> Var:
+        """The variable of that name, created on first use.
+
+        Raises:
+            InvalidArgumentError: it exists with another dtype or an incompatible shape.
+        """
+        key = (container, name)
+        with self._lock:
+            var = self._vars.get(key)
+            if var is None:
+                var = self._vars[key] = Var(name, dtype, shape)
+                return var
+        if var.dtype is not dtype or not var.shape.is_compatible_with(shape):
+            raise errors.InvalidArgumentError(
+                f"Variable {name} exists with dtype {var.dtype.name} and shape {var.shape}, but a "
+                f"node asks for dtype {dtype.name} and shape {shape}", node_name=name,
+            )
+        return var
+
+    def lookup(self, container: str, name: str) -> Var | None:
+        return self._vars.get((container, name))
+
+    def variables(self) -> Iterator[tuple[tuple[str, str], Var]]:
+        return iter(list(self._vars.items()))
+
+    def reset(self, containers: list[str] | None = None) -> None:
+        """Drop the variables of the given containers (all when None)."""
+        with self._lock:
+            if containers is None:
+                self._vars.clear()
+                self._kernels.clear()
+            else:
+                for key in [k for k in self._vars if k[0] in containers]:
+                    del self._vars[key]
+
+    def cached_kernel(self, key: Any, build: Callable[[], Any]) -> Any:
+        """A stateful kernel shared by every plan that runs the same node (random ops keep their
+        stream across fetch signatures this way)."""
+        found = self._kernels.get(key)
+        if found is None:
+            found = self._kernels[key] = build()
+        return found
