@@ -46,5 +46,12 @@ protos-check: install
 	@rm -rf .protos-check
 	@echo "generated protobuf code is up to date"
 
+# Benchmarks: tensorgrid and TensorFlow (.venv-tf or TENSORGRID_TF_PYTHON, optional) side by side;
+# writes bench/results/raw-<date>.jsonl and bench/RESULTS.md. BENCH selects parts (local, dist,
+# dist.train.mlp, ...; see bench/README.md); BENCH_QUICK=1 makes a short smoke run.
+BENCH ?= all
+bench: install
+	$(PY) bench/run.py --parts '$(BENCH)' --command 'make bench BENCH=$(BENCH)'
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .protos-check

@@ -4,34 +4,92 @@
 ``tf.Session``, ``tf.gradients``, ``tf.train.*``, ``tf.nn.*``.
 """
 
-import tensorgrid.kernels  # noqa: F401 - registers the ops and their kernels
+import tensorgrid.kernels
+from tensorgrid import math, nn
 from tensorgrid.autodiff import gradients, hessians
-from tensorgrid.client.config import (ConfigProto, GPUOptions, GraphOptions, OptimizerOptions,
-                                      RunMetadata, RunOptions)
+from tensorgrid.client import train
+from tensorgrid.client.config import (
+                                      ConfigProto,
+                                      GPUOptions,
+                                      GraphOptions,
+                                      OptimizerOptions,
+                                      RunMetadata,
+                                      RunOptions,
+)
 from tensorgrid.client.session import InteractiveSession, Session
 from tensorgrid.core import errors
 from tensorgrid.core.device import DeviceSpec
-from tensorgrid.core.dtypes import (DType, as_dtype, bfloat16, bool_, complex64, complex128,
-                                    double, float16, float32, float64, half, int8, int16, int32,
-                                    int64, resource, string, uint8, uint16, uint32, uint64)
+from tensorgrid.core.dtypes import (
+                                      DType,
+                                      as_dtype,
+                                      bfloat16,
+                                      bool_,
+                                      complex64,
+                                      complex128,
+                                      double,
+                                      float16,
+                                      float32,
+                                      float64,
+                                      half,
+                                      int8,
+                                      int16,
+                                      int32,
+                                      int64,
+                                      resource,
+                                      string,
+                                      uint8,
+                                      uint16,
+                                      uint32,
+                                      uint64,
+)
 from tensorgrid.core.shapes import TensorShape
-from tensorgrid.framework.convert import (constant, convert_to_tensor,
-                                          register_tensor_conversion_function)
-from tensorgrid.framework.graph import (Graph, GraphKeys, Operation, Tensor, get_default_graph,
-                                        reset_default_graph)
-from tensorgrid.framework.scopes import *  # noqa: F403
-from tensorgrid.framework.variables import (Variable, all_variables, assert_variables_initialized,
-                                            global_variables, global_variables_initializer,
-                                            initialize_all_variables, local_variables,
-                                            local_variables_initializer, model_variables,
-                                            report_uninitialized_variables, trainable_variables,
-                                            variables_initializer)
-from tensorgrid.ops.array import *  # noqa: F403
-from tensorgrid.ops.core_ops import (group, identity, identity_n, no_op, placeholder,
-                                     placeholder_with_default, stop_gradient, tuple_)
-from tensorgrid.ops.math import *  # noqa: F403
+from tensorgrid.framework.convert import (
+                                      constant,
+                                      convert_to_tensor,
+                                      register_tensor_conversion_function,
+)
+from tensorgrid.framework.graph import (
+                                      Graph,
+                                      GraphKeys,
+                                      Operation,
+                                      Tensor,
+                                      get_default_graph,
+                                      reset_default_graph,
+)
+from tensorgrid.framework.importer import graph_from_graph_def, import_graph_def
+from tensorgrid.framework.scopes import *
+from tensorgrid.framework.variable_scope import *
+from tensorgrid.framework.variables import (
+                                      Variable,
+                                      all_variables,
+                                      assert_variables_initialized,
+                                      global_variables,
+                                      global_variables_initializer,
+                                      initialize_all_variables,
+                                      local_variables,
+                                      local_variables_initializer,
+                                      model_variables,
+                                      report_uninitialized_variables,
+                                      trainable_variables,
+                                      variables_initializer,
+)
+from tensorgrid.ops.array import *
+from tensorgrid.ops.clip_ops import *
+from tensorgrid.ops.core_ops import (
+                                      group,
+                                      identity,
+                                      identity_n,
+                                      no_op,
+                                      placeholder,
+                                      placeholder_with_default,
+                                      stop_gradient,
+                                      tuple_,
+)
+from tensorgrid.ops.init_ops import *
+from tensorgrid.ops.math import *
+from tensorgrid.ops.random import *
 from tensorgrid.ops.state import assign, assign_add, assign_sub, is_variable_initialized
 
-bool = bool_  # noqa: A001 - TensorFlow's name for the boolean dtype
-tuple = tuple_  # noqa: A001 - tf.tuple
+bool = bool_
+tuple = tuple_
 __version__ = "0.1.0"

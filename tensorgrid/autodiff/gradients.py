@@ -69,7 +69,8 @@ def gradients(
     if len(gys) != len(y_list):
         raise ValueError(f"grad_ys has {len(gys)} entries but ys has {len(y_list)}")
 
-    with g.name_scope(name):
+    # build in the ys' graph even when another graph is the default
+    with g.as_default(), g.name_scope(name):
         from tensorgrid.ops import array as array_ops
 
         # initial gradients
@@ -176,7 +177,8 @@ def _call_rule(g: Graph, op: Operation, out_grads: list[Tensor | None], colocate
         if gr is None and t.dtype.is_differentiable and len(op.outputs) > 1:
             gr = array_ops.zeros_like(t)
         filled.append(gr)
-    with g.name_scope(f"{op.name}_grad"):
+    # rules build in the op's graph even when another graph is the default
+    with g.as_default(), g.name_scope(f"{op.name}_grad"):
         if colocate:
             with g.colocate_with(op):
                 result = rule(op, *filled)

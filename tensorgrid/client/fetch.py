@@ -6,6 +6,7 @@ from their values after each run (an op's value is None).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -40,7 +41,7 @@ class FetchMapper:
         if pos is None:
             pos = self._tensor_pos[el] = len(self.tensors)
             self.tensors.append(el)
-        return lambda values, pos=pos: values[pos]
+        return operator.itemgetter(pos)
 
     def _compile(self, graph: Graph, fetches: Any) -> Callable[[list[Any]], Any]:
         if fetches is None:
@@ -51,8 +52,8 @@ class FetchMapper:
         if isinstance(fetches, tuple):
             parts = [self._compile(graph, f) for f in fetches]
             if hasattr(fetches, "_fields"):  # namedtuple
-                cls = type(fetches)
-                return lambda v: cls(*[p(v) for p in parts])
+                tuple_cls = type(fetches)
+                return lambda v: tuple_cls(*[p(v) for p in parts])
             return lambda v: tuple(p(v) for p in parts)
         if isinstance(fetches, Mapping):
             cls = type(fetches)

@@ -1,11 +1,16 @@
 """The in-process backend of a local ``Session``: one task, ``/job:localhost/replica:0/task:0``, with
 its CPU (and a GPU where cupy finds one). It plans with the same chain as the master and runs the
-single partition with the executor; plans are cached per (graph version, feeds, fetches, targets)."""
+single partition with the executor; plans are cached per (graph version, feeds, fetches, targets).
+
+Several threads may run steps at once (a training loop and its queue runners): a step with waiting
+kernels runs on an event loop of the calling thread, so one thread's wait never blocks another's.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +20,7 @@ import numpy as np
 from tensorgrid.client.config import (ConfigProto, DeviceStepStats, NodeExecStats, RunMetadata,
                                       RunOptions)
 from tensorgrid.compiler.plan import Plan, PlanOptions, build_plan
+from tensorgrid.core.errors import DeadlineExceededError
 from tensorgrid.core.registry import TensorSpec
 from tensorgrid.framework.graph import Graph
 from tensorgrid.runtime.executor import Executable, LocalDevice, StepContext, next_step_id
@@ -39,7 +45,7 @@ def gpu_module() -> Any:
     if "tensorgrid.kernels.gpu" in sys.modules:
         return sys.modules["tensorgrid.kernels.gpu"].cupy_or_none()
     try:
-        from tensorgrid.kernels import gpu
+        from tensorgrid.kernels import gpu  # type: ignore[attr-defined]  # written later, optional
     except ImportError:
         return None
     return gpu.cupy_or_none()
@@ -63,7 +69,9 @@ class LocalBackend:
         self._plans: dict[tuple[Any, ...], _LocalPlan] = {}
         self._specs_version = -1
         self._specs: dict[str, list[TensorSpec]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread_loops = threading.local()
+        self._loops: list[asyncio.AbstractEventLoop] = []
+        self._loops_lock = threading.Lock()
         self.plan_builds = 0
 
     def list_devices(self) -> list[str]:
@@ -105,25 +113,49 @@ class LocalBackend:
     def run(self, prepared: _LocalPlan, feed_values: Sequence[Any],
             options: RunOptions | None = None, run_metadata: RunMetadata | None = None) -> list[Any]:
         exe = prepared.exe
-        trace = [] if (options is not None and options.trace_level and run_metadata is not None) \
-            else None
+        trace: list[tuple[str, str, float, float]] | None = [] if (
+            options is not None and options.trace_level and run_metadata is not None) else None
         step = StepContext(step_id=next_step_id(), args=feed_values, rets=[None] * exe.num_rets,
                            trace=trace)
         if exe.has_async:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            results = self._loop.run_until_complete(exe.run_async(step))
+            timeout = options.timeout_in_ms / 1000.0 if options is not None and \
+                options.timeout_in_ms else None
+            results = self._thread_loop().run_until_complete(_bounded(exe.run_async(step),
+                                                                      timeout, step.step_id))
         else:
             results = exe.run_sync(step)
         if trace is not None and run_metadata is not None:
             _fill_metadata(run_metadata, trace, prepared.plan)
         return results
 
+    def _thread_loop(self) -> asyncio.AbstractEventLoop:
+        """The calling thread's event loop for this backend (made on first use)."""
+        loop: asyncio.AbstractEventLoop | None = getattr(self._thread_loops, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = asyncio.new_event_loop()
+            self._thread_loops.loop = loop
+            with self._loops_lock:
+                self._loops.append(loop)
+        return loop
+
     def close(self) -> None:
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
+        with self._loops_lock:
+            loops, self._loops = self._loops, []
+        for loop in loops:
+            if not loop.is_running():  # a loop still running belongs to a thread mid-step
+                loop.close()
         self._plans.clear()
+
+
+async def _bounded(run: Any, timeout: float | None, step_id: int) -> Any:
+    """Run a step, cancelling it (and its waiting kernels) after ``timeout`` seconds."""
+    if timeout is None:
+        return await run
+    try:
+        return await asyncio.wait_for(run, timeout)
+    except TimeoutError:
+        raise DeadlineExceededError(
+            f"Step {step_id} did not finish within {timeout:.3g}s") from None
 
 
 def _fill_metadata(md: RunMetadata, trace: list[tuple[str, str, float, float]], plan: Plan) -> None:

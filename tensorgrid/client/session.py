@@ -16,8 +16,14 @@ import numpy as np
 from tensorgrid.client.config import ConfigProto, RunMetadata, RunOptions
 from tensorgrid.client.fetch import FetchMapper
 from tensorgrid.core import dtypes, errors
-from tensorgrid.framework.graph import (Graph, Operation, Tensor, default_session_stack,
-                                        get_default_graph)
+from tensorgrid.framework.convert import to_numpy
+from tensorgrid.framework.graph import (
+    Graph,
+    Operation,
+    Tensor,
+    default_session_stack,
+    get_default_graph,
+)
 
 
 def _make_backend(target: str, graph: Graph, config: ConfigProto) -> Any:
@@ -209,7 +215,7 @@ class InteractiveSession(Session):
     def __init__(self, target: str = "", graph: Graph | None = None,
                  config: ConfigProto | None = None) -> None:
         super().__init__(target, graph, config)
-        self._default_cm = self.as_default()
+        self._default_cm: Any = self.as_default()
         self._default_cm.__enter__()
 
     def close(self) -> None:
@@ -246,7 +252,8 @@ def feed_value(tensor: Tensor, value: Any) -> Any:
     if type(value) is np.ndarray and value.dtype == dt.np:
         arr = value
     elif dt is dtypes.string:
-        arr = np.asarray(value, dtype=object)
+        # TensorFlow's strings are bytes: a fed str comes back as its UTF-8 encoding
+        arr = to_numpy(value, dtypes.string, f"Tensor '{tensor.name}'")
     else:
         try:
             src = value if isinstance(value, np.ndarray | np.generic) else np.asarray(value)
@@ -258,6 +265,14 @@ def feed_value(tensor: Tensor, value: Any) -> Any:
             raise errors.InvalidArgumentError(
                 f"Cannot feed value of dtype {src.dtype} for Tensor '{tensor.name}', which has "
                 f"dtype {dt.name}", node_name=tensor.op.name, op_type=tensor.op.type)
+        if src.dtype.kind in "iu" and dt.is_integer and src.size and \
+                not isinstance(value, np.ndarray | np.generic):
+            # a python int that does not fit would wrap around silently in numpy
+            lim = np.iinfo(dt.np)
+            if src.min() < lim.min or src.max() > lim.max:
+                raise errors.InvalidArgumentError(
+                    f"Cannot feed value {value!r} for Tensor '{tensor.name}': it is out of range "
+                    f"for dtype {dt.name}", node_name=tensor.op.name, op_type=tensor.op.type)
         arr = np.asarray(src, dtype=dt.np)
     shape = tensor.shape
     if shape.dims is not None and not shape.is_compatible_with(arr.shape):
@@ -274,9 +289,7 @@ def _feedable(src: np.dtype, dst: dtypes.DType) -> bool:
         return src.kind == "b"
     if src.kind == "c" and not dst.is_complex:
         return False
-    if src.kind == "f" and dst.is_integer:
-        return False
-    return True
+    return not (src.kind == "f" and dst.is_integer)
 
 
 def _to_host(value: Any) -> Any:

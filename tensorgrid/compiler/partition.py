@@ -35,7 +35,10 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
         task name ('/job:J/replica:0/task:T') -> the nodes of that task's partition.
     """
     by_name = {n.name: n for n in nodes}
-    task = {n.name: task_of(n.device) for n in nodes}
+    task_by_device = {d: task_of(d) for d in {n.device for n in nodes}}
+    task = {n.name: task_by_device[n.device] for n in nodes}
+    if len(set(task_by_device.values())) == 1:  # one task: no edge crosses, nothing to insert
+        return {t: tuple(_renumber(list(nodes))) for t in task_by_device.values()}
     parts: dict[str, list[NodeDef]] = {}
     sends: dict[tuple[str, int, str], str] = {}  # (src, idx, dst task) -> recv node name
     ctrl_sends: dict[tuple[str, str], str] = {}  # (src, dst task) -> recv node name

@@ -18,7 +18,7 @@ import numpy as np
 
 from tensorgrid.core import dtypes, errors, registry
 from tensorgrid.core.ir import NodeDef, attrs_key, parse_input, topological_order
-from tensorgrid.core.registry import KernelContext, StepKernel, AsyncKernel, TensorSpec
+from tensorgrid.core.registry import AsyncKernel, KernelContext, StepKernel, TensorSpec
 from tensorgrid.runtime.resources import ResourceMgr
 
 # Ops whose inputs may be reordered without changing the result.
@@ -36,26 +36,31 @@ def _mergeable(n: NodeDef) -> bool:
     return not opdef.stateful and not opdef.ref_outputs and not n.op.startswith("_")
 
 
-def cse(nodes: Sequence[NodeDef], protected: frozenset[str] | set[str] = frozenset()
-        ) -> list[NodeDef]:
-    """Common-subexpression elimination.
+def cse(nodes: Sequence[NodeDef], protected: frozenset[str] | set[str] = frozenset(),
+        ordered: bool = False) -> list[NodeDef]:
+    """Common-subexpression elimination (``ordered``: the nodes are in topological order already).
 
     Returns the nodes in topological order, duplicates removed and their consumers rewired.
     """
-    order = topological_order(nodes)
+    order = list(nodes) if ordered else topological_order(nodes)
     rep: dict[str, str] = {}  # removed node -> the node that replaces it
     seen: dict[Any, str] = {}
     out: list[NodeDef] = []
+    mergeable: dict[str, bool] = {}  # by op type
     for n in order:
-        new_inputs = tuple(_rename(i, rep) for i in n.inputs)
-        if new_inputs != n.inputs:
-            n = n.with_(inputs=new_inputs)
-        if _mergeable(n) and n.name not in protected:
-            data = [i for i in n.inputs if not i.startswith("^")]
+        if rep:
+            new_inputs = tuple(_rename(i, rep) for i in n.inputs)
+            if new_inputs != n.inputs:
+                n = n.with_(inputs=new_inputs)
+        ok = mergeable.get(n.op)
+        if ok is None:
+            ok = mergeable[n.op] = _mergeable(n)
+        if ok and n.name not in protected:
+            data = [_canon(i) for i in n.inputs if not i.startswith("^")]
             if n.op in _COMMUTATIVE:
-                data = sorted(data)
-            ctrl = tuple(sorted(set(i for i in n.inputs if i.startswith("^"))))
-            key = (n.op, tuple(_canon(i) for i in data), ctrl, n.device, attrs_key(n.attrs))
+                data.sort()
+            ctrl = tuple(sorted({i for i in n.inputs if i.startswith("^")}))
+            key = (n.op, tuple(data), ctrl, n.device, attrs_key(n.attrs))
             first = seen.get(key)
             if first is not None:
                 rep[n.name] = first
@@ -66,8 +71,8 @@ def cse(nodes: Sequence[NodeDef], protected: frozenset[str] | set[str] = frozens
 
 
 def _canon(inp: str) -> str:
-    node, idx, ctrl = parse_input(inp)
-    return f"^{node}" if ctrl else f"{node}:{idx}"
+    """'x' -> 'x:0' (node names never contain ':', so one present separates the output index)."""
+    return inp if ":" in inp else inp + ":0"
 
 
 def _rename(inp: str, rep: Mapping[str, str]) -> str:
@@ -79,13 +84,15 @@ def _rename(inp: str, rep: Mapping[str, str]) -> str:
 
 
 def constant_fold(nodes: Sequence[NodeDef], specs: Specs,
-                  protected: frozenset[str] | set[str] = frozenset()) -> list[NodeDef]:
-    """Replace stateless nodes computable from constants alone by Const nodes.
+                  protected: frozenset[str] | set[str] = frozenset(),
+                  ordered: bool = False) -> list[NodeDef]:
+    """Replace stateless nodes computable from constants alone by Const nodes (``ordered``: the
+    nodes are in topological order already).
 
     Returns the nodes in topological order. A node whose evaluation fails is left alone, so the
     error surfaces when the step runs, naming that node.
     """
-    order = topological_order(nodes)
+    order = list(nodes) if ordered else topological_order(nodes)
     consts: dict[str, np.ndarray] = {}  # name of a (now) single-output Const -> value
     extra_outputs: dict[tuple[str, int], str] = {}  # multi-output results -> new Const names
     resources = ResourceMgr()
@@ -195,12 +202,14 @@ def _fold_shape(n: NodeDef, specs: Specs) -> list[np.ndarray] | None:
 
 def optimize(nodes: Sequence[NodeDef], specs: Specs, protected: frozenset[str] | set[str],
              *, do_cse: bool = True, do_constant_folding: bool = True) -> list[NodeDef]:
-    """Run the enabled passes: CSE, then constant folding, then CSE again on what folding exposed."""
-    out = list(nodes)
-    if do_cse:
-        out = cse(out, protected)
+    """Run the enabled passes: CSE, then constant folding, then CSE again on what folding exposed.
+
+    Returns the nodes in topological order.
+    """
+    out = cse(nodes, protected) if do_cse else topological_order(nodes)
     if do_constant_folding:
-        out = constant_fold(out, specs, protected)
-        if do_cse:
-            out = cse(out, protected)
+        folded = constant_fold(out, specs, protected, ordered=True)
+        # a second CSE only finds something when folding made new constants
+        changed = len(folded) != len(out) or any(a is not b for a, b in zip(folded, out))
+        out = cse(folded, protected, ordered=True) if do_cse and changed else folded
     return out

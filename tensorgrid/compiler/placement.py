@@ -85,6 +85,7 @@ def place(
     parsed = {d: DeviceSpec.from_string(d) for d in devices}
     uf = _UnionFind()
     by_name = {n.name: n for n in nodes}
+    ref_consumers: set[str] = set()
     for n in nodes:
         for group in n.attrs.get("_class", ()) or ():
             if isinstance(group, str) and group.startswith("loc:@"):
@@ -99,6 +100,7 @@ def place(
             src_def = registry.get_op(by_name[src].op)
             if pos in opdef.ref_inputs and idx in src_def.ref_outputs:
                 uf.union(src, n.name)
+                ref_consumers.add(n.name)
     groups: dict[str, list[NodeDef]] = {}
     for n in nodes:
         groups.setdefault(uf.find(n.name), []).append(n)
@@ -106,7 +108,10 @@ def place(
     result: dict[str, str] = {}
     reasons: dict[str, str] = {}
     task_bytes: dict[str, float] = {}
+    task_of = {d: parsed[d].task_name for d in devices}
     default_task = parsed[default_device].task_name
+    # the load balance only matters when there is more than one task to choose from
+    several_tasks = len(set(task_of.values())) > 1
 
     def kernel_ok(n: NodeDef, d: str) -> bool:
         return registry.has_kernel(n.op, parsed[d].device_type or "CPU")
@@ -118,9 +123,16 @@ def place(
         for n in members:
             if not n.device:
                 continue
-            explicit = True
             want = DeviceSpec.from_string(n.device)
             matching = [d for d in candidates if want.matches(parsed[d]) and kernel_ok(n, d)]
+            if not matching and explicit and n.name in ref_consumers:
+                # TensorFlow's rule: an op that takes a variable's reference goes where the
+                # variable is, its own request yields (tf.assign_add(step, 1) built under
+                # replica_device_setter asks for the worker)
+                why.append(f"ignored '{n.device}' of '{n.name}': it takes a reference to a "
+                           "variable placed elsewhere")
+                continue
+            explicit = True
             if not matching and allow_soft_placement:
                 matching = _relaxed(want, candidates, parsed, lambda d, n=n: kernel_ok(n, d))
                 why.append(f"soft placement relaxed '{n.device}' of '{n.name}'")
@@ -139,18 +151,19 @@ def place(
                     node_name=n.name, op_type=n.op)
             candidates = with_kernel
         if explicit:
-            chosen = _prefer(candidates, parsed, preferred_types, default_task)
+            chosen = _prefer(candidates, parsed, task_of, preferred_types, default_task)
             why.insert(0, "explicit request" if len(members) == 1
                        else f"explicit request within colocation group '{root}'")
         else:
-            chosen = _by_cost(members, candidates, parsed, specs, result, by_name, task_bytes,
+            chosen = _by_cost(members, candidates, parsed, task_of, specs, result, task_bytes,
                               preferred_types, default_task, why)
         for n in members:
             result[n.name] = chosen
             reasons[n.name] = "; ".join(why) if n.name == root or len(members) == 1 else \
                 f"colocated with '{root}'; " + "; ".join(why)
-        cost = sum(_compute_cost(n, specs) for n in members)
-        task_bytes[parsed[chosen].task_name] = task_bytes.get(parsed[chosen].task_name, 0.0) + cost
+        if several_tasks:
+            cost = sum(_compute_cost(n, specs) for n in members)
+            task_bytes[task_of[chosen]] = task_bytes.get(task_of[chosen], 0.0) + cost
     return Placement({n.name: result[n.name] for n in nodes}, reasons)
 
 
@@ -193,12 +206,14 @@ def _no_device_message(n: NodeDef, want: DeviceSpec, devices: Sequence[str],
 
 
 def _prefer(candidates: Sequence[str], parsed: Mapping[str, DeviceSpec],
-            preferred_types: Sequence[str], default_task: str) -> str:
+            task_of: Mapping[str, str], preferred_types: Sequence[str], default_task: str) -> str:
+    if len(candidates) == 1:
+        return candidates[0]
+
     def rank(d: str) -> tuple[int, int, str]:
-        spec = parsed[d]
-        t = spec.device_type or "CPU"
+        t = parsed[d].device_type or "CPU"
         type_rank = preferred_types.index(t) if t in preferred_types else len(preferred_types)
-        return (type_rank, 0 if spec.task_name == default_task else 1, d)
+        return (type_rank, 0 if task_of[d] == default_task else 1, d)
 
     return min(candidates, key=rank)
 
@@ -210,26 +225,27 @@ def _compute_cost(n: NodeDef, specs: Mapping[str, Sequence[TensorSpec]]) -> floa
 
 
 def _by_cost(members: Sequence[NodeDef], candidates: Sequence[str],
-             parsed: Mapping[str, DeviceSpec], specs: Mapping[str, Sequence[TensorSpec]],
-             placed: Mapping[str, str], by_name: Mapping[str, NodeDef],
+             parsed: Mapping[str, DeviceSpec], task_of: Mapping[str, str],
+             specs: Mapping[str, Sequence[TensorSpec]], placed: Mapping[str, str],
              load: Mapping[str, float], preferred_types: Sequence[str], default_task: str,
              why: list[str]) -> str:
     """The task holding most of the group's input bytes; then least loaded; then the default."""
-    names = {m.name for m in members}
-    local_bytes: dict[str, int] = {}
-    for m in members:
-        for inp in m.inputs:
-            src, idx, ctrl = parse_input(inp)
-            if src in names or src not in placed:
-                continue
-            size = 1 if ctrl else estimated_bytes(_spec(specs, src, idx))
-            task = parsed[placed[src]].task_name
-            local_bytes[task] = local_bytes.get(task, 0) + size
-    tasks = sorted({parsed[d].task_name for d in candidates})
+    tasks = sorted({task_of[d] for d in candidates})
     if len(tasks) == 1:
         chosen_task = tasks[0]
-        why.append("default device" if not local_bytes else "the only task it may run on")
+        why.append("the only task it may run on" if any(m.inputs for m in members)
+                   else "default device")
     else:
+        names = {m.name for m in members}
+        local_bytes: dict[str, int] = {}
+        for m in members:
+            for inp in m.inputs:
+                src, idx, ctrl = parse_input(inp)
+                if src in names or src not in placed:
+                    continue
+                size = 1 if ctrl else estimated_bytes(_spec(specs, src, idx))
+                task = task_of[placed[src]]
+                local_bytes[task] = local_bytes.get(task, 0) + size
         best = max(tasks, key=lambda t: (local_bytes.get(t, 0), t == default_task,
                                          -load.get(t, 0.0)))
         chosen_task = best
@@ -237,8 +253,8 @@ def _by_cost(members: Sequence[NodeDef], candidates: Sequence[str],
             why.append(f"cost model: {local_bytes[best]} input bytes already on {best}")
         else:
             why.append("cost model: no inputs placed yet; the session's default task")
-    on_task = [d for d in candidates if parsed[d].task_name == chosen_task]
-    return _prefer(on_task, parsed, preferred_types, default_task)
+    on_task = [d for d in candidates if task_of[d] == chosen_task]
+    return _prefer(on_task, parsed, task_of, preferred_types, default_task)
 
 
 def _spec(specs: Mapping[str, Sequence[TensorSpec]], node: str, idx: int) -> TensorSpec | None:

@@ -79,15 +79,18 @@ def build_plan(
         specs = infer_graph(nodes)
     pruned = prune(nodes, specs, feeds, fetches, targets)
     protected = frozenset(pruned.targets)
-    optimized = passes.optimize(pruned.nodes, specs, protected, do_cse=options.do_cse,
-                                do_constant_folding=options.do_constant_folding)
-    arg_specs = {n.name: [TensorSpec(n.attrs["T"], n.attrs["shape"])] for n in optimized
+    # the fed tensors' specs let folding see their static shapes (Shape of a fed [2, 3] is known)
+    arg_specs = {n.name: [TensorSpec(n.attrs["T"], n.attrs["shape"])] for n in pruned.nodes
                  if n.op == "_Arg"}
-    new_specs = infer_graph(optimized, known={**{k: v for k, v in specs.items()}, **arg_specs})
+    known = {**specs, **arg_specs}
+    optimized = passes.optimize(pruned.nodes, known, protected, do_cse=options.do_cse,
+                                do_constant_folding=options.do_constant_folding)
+    new_specs = infer_graph(optimized, known=known, ordered=True)
     placement = place(optimized, new_specs, devices, default_device=default_device,
                       allow_soft_placement=options.allow_soft_placement,
                       preferred_types=options.preferred_types)
-    placed = [n.with_(device=placement.devices[n.name]) for n in optimized]
+    placed = [n if n.device == placement.devices[n.name] else
+              n.with_(device=placement.devices[n.name]) for n in optimized]
     from tensorgrid.compiler.partition import partition
 
     parts = partition(placed, new_specs)

@@ -73,10 +73,10 @@ def prune(
         spec = specs[key[0]][key[1]]
         arg = f"{ARG_PREFIX}{key[0]}_{key[1]}"
         fed[key] = arg
-        src = by_name[key[0]]
-        new_nodes.append(NodeDef(arg, "_Arg", (), src.device, {
+        fed_node = by_name[key[0]]
+        new_nodes.append(NodeDef(arg, "_Arg", (), fed_node.device, {
             "T": spec.dtype, "index": i, "shape": spec.shape, "_fed": f"{key[0]}:{key[1]}",
-            **({"_class": src.attrs["_class"]} if "_class" in src.attrs else {}),
+            **({"_class": fed_node.attrs["_class"]} if "_class" in fed_node.attrs else {}),
         }))
         arg_names.append(arg)
     for t in targets:

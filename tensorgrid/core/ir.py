@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -37,10 +37,20 @@ class NodeDef:
         return self.attrs.get(key, default)
 
     def with_(self, **changes: Any) -> NodeDef:
-        """A copy with some fields changed (``inputs`` may be any sequence)."""
-        if "inputs" in changes:
-            changes["inputs"] = tuple(changes["inputs"])
-        return replace(self, **changes)
+        """A copy with some fields changed (``inputs`` may be any sequence).
+
+        Raises:
+            TypeError: a field that NodeDef does not have.
+        """
+        # built directly: dataclasses.replace costs twice as much, and passes call this per node
+        new = NodeDef(
+            changes.pop("name", self.name), changes.pop("op", self.op),
+            tuple(changes.pop("inputs")) if "inputs" in changes else self.inputs,
+            changes.pop("device", self.device), changes.pop("attrs", self.attrs),
+        )
+        if changes:
+            raise TypeError(f"NodeDef has no field(s) {sorted(changes)}")
+        return new
 
     @property
     def data_inputs(self) -> list[str]:
@@ -68,15 +78,42 @@ class GraphDef:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    # TensorFlow's names for (de)serializing a GraphDef; the work is in core.serde.
+    def SerializeToString(self) -> bytes:
+        """The binary GraphDef, TensorFlow's wire format (deterministic)."""
+        from tensorgrid.core import serde  # serde imports this module
+
+        return serde.graph_to_bytes(self)
+
+    @staticmethod
+    def FromString(data: bytes) -> GraphDef:
+        """Decode a binary GraphDef. Raises InvalidArgumentError when the bytes are malformed."""
+        from tensorgrid.core import serde
+
+        return serde.graph_from_bytes(data)
+
+    def to_json(self) -> str:
+        """The GraphDef in protobuf's JSON mapping (the form TensorFlow writes)."""
+        from tensorgrid.core import serde
+
+        return serde.graph_to_json(self)
+
+    @staticmethod
+    def from_json(text: str | bytes) -> GraphDef:
+        """Decode a GraphDef from JSON. Raises InvalidArgumentError when the text is malformed."""
+        from tensorgrid.core import serde
+
+        return serde.graph_from_json(text)
+
 
 class TensorRef(NamedTuple):
     """One output of one node."""
 
     node: str
-    index: int
+    output: int
 
     def __str__(self) -> str:
-        return f"{self.node}:{self.index}"
+        return f"{self.node}:{self.output}"
 
 
 def parse_input(name: str) -> tuple[str, int, bool]:
@@ -177,7 +214,7 @@ def _find_cycle(nodes: Sequence[NodeDef], index: Mapping[str, int], stuck: set[i
         cur = nxt
     cyc = path[pos.get(cur, 0):]
     names = [nodes[i].name for i in reversed(cyc)]
-    return names + [names[0]]
+    return [*names, names[0]]
 
 
 def reachable_backward(

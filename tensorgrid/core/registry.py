@@ -12,7 +12,7 @@ op, the node and the device.
 
 from __future__ import annotations
 
-import inspect
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -38,7 +38,7 @@ _MISSING = object()
 class InferContext:
     """What an op's inference function sees: the node, its inputs' specs and constant inputs."""
 
-    __slots__ = ("node", "opdef", "inputs", "_const")
+    __slots__ = ("_const", "inputs", "node", "opdef")
 
     def __init__(
         self,
@@ -151,8 +151,16 @@ class AsyncKernel:
 class KernelContext:
     """What a kernel builder sees, once per node: the node, its device and its resources."""
 
-    __slots__ = ("node", "opdef", "device", "device_type", "xp", "resources", "input_specs",
-                 "output_specs")
+    __slots__ = (
+        "device",
+        "device_type",
+        "input_specs",
+        "node",
+        "opdef",
+        "output_specs",
+        "resources",
+        "xp",
+    )
 
     def __init__(
         self,
@@ -204,8 +212,10 @@ _GRADIENTS: dict[str, tuple[GradientFn | None, str]] = {}
 
 
 def _caller(depth: int = 2) -> str:
-    frame = inspect.stack()[depth]
-    return f"{frame.filename}:{frame.lineno}"
+    # sys._getframe, not inspect.stack(): the latter reads the source of every frame on the stack,
+    # which made importing the package (thousands of registrations) take seconds
+    frame = sys._getframe(depth)
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 def register_op(

@@ -173,10 +173,10 @@ def broadcast_shapes(a: TensorShape, b: TensorShape) -> TensorShape:
     """
     if a.dims is None or b.dims is None:
         return TensorShape(None)
-    x, y = list(a.dims), list(b.dims)
-    n = max(len(x), len(y))
-    x = [1] * (n - len(x)) + x
-    y = [1] * (n - len(y)) + y
+    n = max(len(a.dims), len(b.dims))
+    one: list[int | None] = [1]
+    x = one * (n - len(a.dims)) + list(a.dims)
+    y = one * (n - len(b.dims)) + list(b.dims)
     out: list[int | None] = []
     for p, q in zip(x, y):
         if p == 1:

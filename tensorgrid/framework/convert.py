@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tensorgrid.core import dtypes
-from tensorgrid.core.shapes import TensorShape
+from tensorgrid.core.shapes import as_shape
 from tensorgrid.framework.graph import Graph, Operation, Tensor, get_default_graph
 
 _CONVERSIONS: list[tuple[type, Callable[..., Tensor]]] = []
@@ -35,6 +35,8 @@ def to_numpy(value: Any, dtype: dtypes.DType | None = None, name: str = "value")
         src = np.asarray(value)
     except ValueError as exc:
         raise TypeError(f"Cannot convert {name} to a tensor: {exc}") from exc
+    if src.size == 0 and not isinstance(value, np.ndarray):
+        return src.astype(dtype.np)  # [] has numpy's default dtype; any dtype holds no values
     if src.dtype == object or src.dtype.kind in "US":
         raise TypeError(f"Expected {dtype.name} for {name}, got {_short(value)} of type "
                         f"'{type(value).__name__}' instead.")
@@ -78,7 +80,10 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Cons
         dt = dtypes.infer_dtype(value)
         arr = arr.astype(dt.np, copy=False) if dt is not dtypes.string else arr
     if shape is not None:
-        target = tuple(int(d) for d in (shape.as_list() if isinstance(shape, TensorShape) else shape))
+        dims = as_shape(shape)
+        if not dims.is_fully_defined():
+            raise ValueError(f"A constant's shape must be fully known, got {dims}")
+        target = tuple(int(d or 0) for d in dims.as_list())
         if arr.shape != target:
             if verify_shape:
                 raise TypeError(f"Expected Tensor's shape: {target}, got {arr.shape}.")
@@ -149,14 +154,26 @@ def convert_n(values: Sequence[Any], dtype: Any = None) -> list[Tensor]:
 
 
 def binary_inputs(x: Any, y: Any) -> tuple[Tensor, Tensor]:
-    """Convert two operands of an elementwise op; a python value takes the other operand's dtype."""
+    """Convert two operands of an elementwise op; a python value takes the other operand's dtype
+    and becomes a constant of the other operand's graph (as in TensorFlow, ``t + 1`` works while
+    another graph is the default)."""
     if isinstance(x, Tensor) or _is_convertible_object(x):
         xt = convert_to_tensor(x)
-        return xt, convert_to_tensor(y, dtype_hint=xt.dtype) if not isinstance(y, Tensor) else y
+        if isinstance(y, Tensor):
+            return xt, y
+        return xt, _in_graph_of(xt, y)
     if isinstance(y, Tensor) or _is_convertible_object(y):
         yt = convert_to_tensor(y)
-        return convert_to_tensor(x, dtype_hint=yt.dtype), yt
+        return _in_graph_of(yt, x), yt
     return convert_to_tensor(x), convert_to_tensor(y)
+
+
+def _in_graph_of(other: Tensor, value: Any) -> Tensor:
+    g = other.graph
+    if g is get_default_graph():
+        return convert_to_tensor(value, dtype_hint=other.dtype)
+    with g.as_default():
+        return convert_to_tensor(value, dtype_hint=other.dtype)
 
 
 def _is_convertible_object(v: Any) -> bool:

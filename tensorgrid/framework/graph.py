@@ -12,7 +12,7 @@ import contextlib
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,9 +49,39 @@ class GraphKeys:
 class Tensor:
     """A symbolic handle to one output of an Operation."""
 
-    __slots__ = ("_op", "_value_index", "_dtype", "_shape", "__weakref__")
+    __slots__ = ("__weakref__", "_dtype", "_op", "_shape", "_value_index")
     # numpy defers binary operators to us (ndarray + Tensor -> Tensor.__radd__)
     __array_priority__ = 100
+
+    if TYPE_CHECKING:
+        # Installed at import time by the math and array op modules; declared here for type checkers.
+        def __add__(self, other: Any) -> Tensor: ...
+        def __radd__(self, other: Any) -> Tensor: ...
+        def __sub__(self, other: Any) -> Tensor: ...
+        def __rsub__(self, other: Any) -> Tensor: ...
+        def __mul__(self, other: Any) -> Tensor: ...
+        def __rmul__(self, other: Any) -> Tensor: ...
+        def __truediv__(self, other: Any) -> Tensor: ...
+        def __rtruediv__(self, other: Any) -> Tensor: ...
+        def __floordiv__(self, other: Any) -> Tensor: ...
+        def __rfloordiv__(self, other: Any) -> Tensor: ...
+        def __mod__(self, other: Any) -> Tensor: ...
+        def __rmod__(self, other: Any) -> Tensor: ...
+        def __pow__(self, other: Any) -> Tensor: ...
+        def __rpow__(self, other: Any) -> Tensor: ...
+        def __matmul__(self, other: Any) -> Tensor: ...
+        def __rmatmul__(self, other: Any) -> Tensor: ...
+        def __neg__(self) -> Tensor: ...
+        def __abs__(self) -> Tensor: ...
+        def __lt__(self, other: Any) -> Tensor: ...
+        def __le__(self, other: Any) -> Tensor: ...
+        def __gt__(self, other: Any) -> Tensor: ...
+        def __ge__(self, other: Any) -> Tensor: ...
+        def __and__(self, other: Any) -> Tensor: ...
+        def __or__(self, other: Any) -> Tensor: ...
+        def __xor__(self, other: Any) -> Tensor: ...
+        def __invert__(self) -> Tensor: ...
+        def __getitem__(self, key: Any) -> Tensor: ...
 
     def __init__(self, op: Operation, value_index: int, dtype: dtypes.DType, shape: TensorShape):
         self._op = op
@@ -133,8 +163,18 @@ class Tensor:
 class Operation:
     """A node of the graph being built."""
 
-    __slots__ = ("graph", "name", "type", "_inputs", "_control_inputs", "_attrs", "_device",
-                 "outputs", "_node_def", "_id")
+    __slots__ = (
+        "_attrs",
+        "_control_inputs",
+        "_device",
+        "_id",
+        "_inputs",
+        "_node_def",
+        "graph",
+        "name",
+        "outputs",
+        "type",
+    )
 
     def __init__(
         self,
@@ -211,6 +251,9 @@ class Operation:
 
     def _add_control_inputs(self, ops: Iterable[Operation]) -> None:
         for op in ops:
+            if op.graph is not self.graph:
+                raise ValueError(f"Cannot add control input '{op.name}' to '{self.name}': they "
+                                 "are in different graphs")
             if op not in self._control_inputs:
                 self._control_inputs.append(op)
         self._changed()
@@ -402,6 +445,7 @@ class Graph:
                 op._device = devlib.canonical(current.merge(devlib.DeviceSpec.from_string(entry)))
             else:
                 op._device = devlib.canonical(entry(op))
+                op._node_def = None  # the function may have looked at (and cached) the NodeDef
 
     @contextlib.contextmanager
     def colocate_with(self, op: Any, ignore_existing: bool = False) -> Iterator[None]:
@@ -439,7 +483,7 @@ class Graph:
             return
         ops: list[Operation] = []
         for c in control_inputs:
-            op = _to_operation(c)
+            op = self._own_operation(c, "control_dependencies")
             if op not in ops:
                 ops.append(op)
         scope = _ControlScope(ops)
@@ -448,6 +492,15 @@ class Graph:
             yield
         finally:
             self._control_stack.pop()
+
+    def _own_operation(self, obj: Any, what: str) -> Operation:
+        """``obj`` as an Operation of this graph; a ValueError naming it when it belongs to another."""
+        op = _to_operation(obj)
+        if op.graph is not self:
+            raise ValueError(
+                f"{what}: operation '{op.name}' is from a different graph than the one in use"
+            )
+        return op
 
     def _control_inputs_for(self, input_ops: set[Operation]) -> list[Operation]:
         out: list[Operation] = []
@@ -512,7 +565,9 @@ class Graph:
         with self._lock:
             if name and name.endswith("/"):
                 op_name = name[:-1]
-                self._names_in_use[op_name.lower()] = self._names_in_use.get(op_name.lower(), 0) + 1
+                # a scope name ('x/') was marked used when the scope was made: counting it again
+                # would make the next 'x' become 'x_2' instead of TensorFlow's 'x_1'
+                self._names_in_use.setdefault(op_name.lower(), 1)
             else:
                 op_name = self.unique_name(name or op_type)
             if not _VALID_NAME.match(op_name):
@@ -524,7 +579,7 @@ class Graph:
             input_ops = {t.op for t in inputs}
             controls = self._control_inputs_for(input_ops)
             for c in control_inputs:
-                c_op = _to_operation(c)
+                c_op = self._own_operation(c, f"control input of the op {op_type} being created")
                 if c_op not in controls:
                     controls.append(c_op)
             op = Operation(self, op_name, op_type, inputs, all_attrs, "", controls)
@@ -551,9 +606,9 @@ class Graph:
         node = op.node_def
         specs = [TensorSpec(t.dtype, t.shape) for t in op.inputs]
         ctx = InferContext(node, opdef, specs, lambda i: constant_value(op.inputs[i]))
-        out = opdef.infer(ctx)
-        op._node_def = None  # device functions may still change it
-        return out
+        # the NodeDef built here is final (devices and colocation are applied before inference);
+        # a later _set_device/_set_attr/_add_control_input drops it
+        return opdef.infer(ctx)
 
 
 # ------------------------------------------------------------------------------ static values

@@ -13,8 +13,7 @@ from typing import Any
 from tensorgrid.core import dtypes
 from tensorgrid.core.shapes import TensorShape, as_shape
 from tensorgrid.framework.convert import convert_to_tensor, register_tensor_conversion_function
-from tensorgrid.framework.graph import (GraphKeys, Operation, Tensor, _session_for,
-                                        get_default_graph)
+from tensorgrid.framework.graph import GraphKeys, Operation, Tensor, _session_for, get_default_graph
 
 
 class Variable:
@@ -154,13 +153,18 @@ class Variable:
         return identity(self._variable, name="read")
 
     def initialized_value(self) -> Tensor:
-        """The variable's value, initializing it first if needed."""
-        from tensorgrid.ops.math import where
-        from tensorgrid.ops.state import is_variable_initialized
+        """The value this variable is initialized with, to initialize another variable from it
+        (``tf.Variable(w.initialized_value() * 2)``) whatever order the initializers run in.
 
-        g = self.graph
-        with g.control_dependencies(None):
-            return where(is_variable_initialized(self), self.read_value(), self._initial_value)
+        TensorFlow 1.x chooses with ``tf.cond`` between reading the variable, once initialized,
+        and its initial value; the two agree until the variable is updated. Without conditional
+        execution a choice would evaluate both sides, and reading an uninitialized variable fails,
+        so this is the initial value.
+        """
+        from tensorgrid.ops.core_ops import identity
+
+        with self.graph.control_dependencies(None):
+            return identity(self._initial_value, name=self.op.name + "/initialized_value")
 
     def eval(self, session: Any = None) -> Any:
         return _session_for(session).run(self._variable)

@@ -1,18 +1,343 @@
-"""Numpy/cupy kernels of the math ops (one builder per op, written against ``ctx.xp``)."""
+"""Numpy/cupy kernels of the math ops (one builder per op, written against ``ctx.xp``).
+
+Each kernel returns exactly the dtype its op's inference promised. Where numpy would promote (a
+python float times a bfloat16 array gives float32; ``mean`` of integers gives float64) the builder
+prepares constants of the node's dtype, or accumulates half-precision values in float32 and casts
+the result back, as TensorFlow's kernels do.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from tensorgrid.core import dtypes, errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
 
 BOTH = ("CPU", "GPU")
+_HALF = (dtypes.float16, dtypes.bfloat16)
+
+
+def _dtype(ctx: KernelContext, attr: str = "T") -> dtypes.DType:
+    return dtypes.as_dtype(ctx.attr(attr))
+
+
+def _scalar(ctx: KernelContext, value: float) -> Any:
+    """``value`` as a 0-d array of the node's dtype T, so arithmetic with it keeps that dtype."""
+    return ctx.xp.asarray(value, dtype=_dtype(ctx).np)
+
+
+def _is_cacheable(a: Any) -> bool:
+    # Constants and variable values are read-only numpy arrays (or device arrays that nothing
+    # writes in place); a writeable numpy array may be a feed the caller reuses and changes.
+    return not (isinstance(a, np.ndarray) and a.flags.writeable)
+
+
+def _int_list(a: Any) -> list[int]:
+    return [int(v) for v in a.reshape(-1).tolist()]
+
+
+# ---------------------------------------------------------------------------- elementwise
 
 kernel("AddV2", BOTH)(lambda ctx: ctx.xp.add)
+kernel("Add", BOTH)(lambda ctx: ctx.xp.add)  # also concatenates strings (object arrays)
 kernel("Sub", BOTH)(lambda ctx: ctx.xp.subtract)
 kernel("Mul", BOTH)(lambda ctx: ctx.xp.multiply)
+kernel("Maximum", BOTH)(lambda ctx: ctx.xp.maximum)
+kernel("Minimum", BOTH)(lambda ctx: ctx.xp.minimum)
+kernel("Neg", BOTH)(lambda ctx: ctx.xp.negative)
+kernel("Abs", BOTH)(lambda ctx: ctx.xp.absolute)
+kernel("Sign", BOTH)(lambda ctx: ctx.xp.sign)
+kernel("Square", BOTH)(lambda ctx: ctx.xp.square)
+kernel("Sqrt", BOTH)(lambda ctx: ctx.xp.sqrt)
+kernel("Exp", BOTH)(lambda ctx: ctx.xp.exp)
+kernel("Log", BOTH)(lambda ctx: ctx.xp.log)
+kernel("Log1p", BOTH)(lambda ctx: ctx.xp.log1p)
+kernel("Sin", BOTH)(lambda ctx: ctx.xp.sin)
+kernel("Cos", BOTH)(lambda ctx: ctx.xp.cos)
+kernel("Tanh", BOTH)(lambda ctx: ctx.xp.tanh)
+kernel("Reciprocal", BOTH)(lambda ctx: ctx.xp.reciprocal)
+kernel("Floor", BOTH)(lambda ctx: ctx.xp.floor)
+kernel("Ceil", BOTH)(lambda ctx: ctx.xp.ceil)
+kernel("Conj", BOTH)(lambda ctx: ctx.xp.conj)
+kernel("IsFinite", BOTH)(lambda ctx: ctx.xp.isfinite)
+kernel("IsNan", BOTH)(lambda ctx: ctx.xp.isnan)
+kernel("IsInf", BOTH)(lambda ctx: ctx.xp.isinf)
+kernel("Equal", BOTH)(lambda ctx: ctx.xp.equal)
+kernel("NotEqual", BOTH)(lambda ctx: ctx.xp.not_equal)
+kernel("Less", BOTH)(lambda ctx: ctx.xp.less)
+kernel("LessEqual", BOTH)(lambda ctx: ctx.xp.less_equal)
+kernel("Greater", BOTH)(lambda ctx: ctx.xp.greater)
+kernel("GreaterEqual", BOTH)(lambda ctx: ctx.xp.greater_equal)
+kernel("LogicalAnd", BOTH)(lambda ctx: ctx.xp.logical_and)
+kernel("LogicalOr", BOTH)(lambda ctx: ctx.xp.logical_or)
+kernel("LogicalNot", BOTH)(lambda ctx: ctx.xp.logical_not)
+
+
+@kernel("Round", BOTH)
+def _round(ctx: KernelContext) -> Callable[[Any], Any]:
+    if _dtype(ctx).is_integer:
+        return lambda x: x
+    return ctx.xp.rint  # type: ignore[no-any-return]  # half to even, as TensorFlow
+
+
+@kernel("Rsqrt", BOTH)
+def _rsqrt(ctx: KernelContext) -> Callable[[Any], Any]:
+    xp = ctx.xp
+    return lambda x: xp.reciprocal(xp.sqrt(x))
+
+
+@kernel("Sigmoid", BOTH)
+def _sigmoid(ctx: KernelContext) -> Callable[[Any], Any]:
+    # 1 / (1 + exp(-x)): exp overflowing to inf gives exactly 0, and tiny results keep their
+    # relative precision (a tanh form would cancel). The temporaries are reused in place.
+    xp = ctx.xp
+    one = _scalar(ctx, 1)
+
+    def run(x: Any) -> Any:
+        t = xp.negative(x)
+        if not isinstance(t, xp.ndarray):  # a 0-d input gives a scalar, which has no buffer
+            return xp.reciprocal(one + xp.exp(t))
+        xp.exp(t, out=t)
+        xp.add(t, one, out=t)
+        return xp.reciprocal(t, out=t)
+
+    return run
+
+
+@kernel("SquaredDifference", BOTH)
+def _squared_difference(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    xp = ctx.xp
+    if _dtype(ctx).is_complex:  # TensorFlow: (x - y) * conj(x - y)
+        def run_complex(x: Any, y: Any) -> Any:
+            d = xp.subtract(x, y)
+            return d * xp.conj(d)
+
+        return run_complex
+    return lambda x, y: xp.square(xp.subtract(x, y))
+
+
+@kernel("Pow", BOTH)
+def _pow(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    xp = ctx.xp
+    if not _dtype(ctx).is_integer:
+        return xp.power  # type: ignore[no-any-return]
+
+    def run(x: Any, y: Any) -> Any:
+        if xp.any(xp.asarray(y) < 0):
+            raise ctx.error(errors.InvalidArgumentError,
+                            "Integers to negative integer powers are not allowed")
+        return xp.power(x, y)
+
+    return run
+
+
+# ---------------------------------------------------------------------------- division
+
+
+def _nonzero_divisor(ctx: KernelContext) -> Callable[[Any], None]:
+    xp = ctx.xp
+
+    def check(y: Any) -> None:
+        if not xp.all(y):
+            raise ctx.error(errors.InvalidArgumentError, "Integer division by zero")
+
+    return check
+
+
+def _truncate_div(xp: Any, x: Any, y: Any) -> Any:
+    """Integer division rounding toward zero (C semantics) without going through floats."""
+    q = xp.floor_divide(x, y)
+    # floor and trunc differ where the division is inexact and the signs differ
+    fix = xp.not_equal(xp.multiply(q, y), x) & xp.not_equal(xp.less(x, 0), xp.less(y, 0))
+    return xp.add(q, fix.astype(q.dtype))
+
+
+def _int_divider(ctx: KernelContext, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    check = _nonzero_divisor(ctx)
+
+    def run(x: Any, y: Any) -> Any:
+        check(y)
+        return fn(x, y)
+
+    return run
+
+
+def _div_kernel(truncating: Callable[[KernelContext], Callable[[Any, Any], Any]],
+                floating: Callable[[KernelContext], Callable[[Any, Any], Any]]) -> Any:
+    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+        if _dtype(ctx).is_integer:
+            return _int_divider(ctx, truncating(ctx))
+        return floating(ctx)
+
+    return build
+
+
+def _trunc(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    xp = ctx.xp
+    if _dtype(ctx).is_unsigned:
+        return xp.floor_divide  # type: ignore[no-any-return]
+    return lambda x, y: _truncate_div(xp, x, y)
+
+
+def _floor_float(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    xp = ctx.xp
+    return lambda x, y: xp.floor(xp.true_divide(x, y))
+
+
+def _trunc_float(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    xp = ctx.xp
+    return lambda x, y: xp.trunc(xp.true_divide(x, y))
+
+
+# RealDiv and the legacy Div divide integers truncating (C), as TensorFlow's kernels do.
+kernel("RealDiv", BOTH)(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
+kernel("Div", BOTH)(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
+kernel("TruncateDiv", BOTH)(_div_kernel(_trunc, _trunc_float))
+kernel("FloorDiv", BOTH)(_div_kernel(lambda ctx: ctx.xp.floor_divide, _floor_float))
+kernel("FloorMod", BOTH)(_div_kernel(lambda ctx: ctx.xp.remainder, lambda ctx: ctx.xp.remainder))
+kernel("TruncateMod", BOTH)(_div_kernel(lambda ctx: ctx.xp.fmod, lambda ctx: ctx.xp.fmod))
+
+
+# ---------------------------------------------------------------------------- gradient helpers
+
+
+@kernel("SigmoidGrad", BOTH)
+def _sigmoid_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    one = _scalar(ctx, 1)
+    return lambda y, dy: dy * y * (one - y)
+
+
+@kernel("TanhGrad", BOTH)
+def _tanh_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    one = _scalar(ctx, 1)
+    return lambda y, dy: dy * (one - y * y)
+
+
+@kernel("RsqrtGrad", BOTH)
+def _rsqrt_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    c = _scalar(ctx, -0.5)
+    return lambda y, dy: dy * (c * y * y * y)
+
+
+@kernel("SqrtGrad", BOTH)
+def _sqrt_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    half = _scalar(ctx, 0.5)
+    return lambda y, dy: dy * half / y
+
+
+@kernel("ReciprocalGrad", BOTH)
+def _reciprocal_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    return lambda y, dy: -dy * y * y
+
+
+# ---------------------------------------------------------------------------- n-ary, selection
+
+
+@kernel("AddN", BOTH)
+def _add_n(ctx: KernelContext) -> Callable[..., Any]:
+    xp = ctx.xp
+
+    def run(*xs: Any) -> Any:
+        if len(xs) == 1:
+            return xs[0]
+        out = xp.add(xs[0], xs[1])
+        for x in xs[2:]:
+            out = xp.add(out, x, out=out) if isinstance(out, xp.ndarray) else out + x
+        return out
+
+    return run
+
+
+@kernel("SelectV2", BOTH)
+def _select_v2(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    return ctx.xp.where  # type: ignore[no-any-return]
+
+
+@kernel("Select", BOTH)
+def _select(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    xp = ctx.xp
+
+    def run(c: Any, x: Any, y: Any) -> Any:
+        if x.shape != y.shape:
+            raise ctx.error(errors.InvalidArgumentError,
+                            f"'then' and 'else' must have the same size, but received: "
+                            f"{list(x.shape)} vs. {list(y.shape)}")
+        if c.ndim == 0 or c.shape == x.shape:
+            return xp.where(c, x, y)
+        if c.ndim == 1 and x.ndim > 1 and c.shape[0] == x.shape[0]:
+            return xp.where(c.reshape(c.shape + (1,) * (x.ndim - 1)), x, y)
+        raise ctx.error(errors.InvalidArgumentError,
+                        f"condition of shape {list(c.shape)} must be a scalar, a vector over the "
+                        f"first dimension, or of the shape of 'then' {list(x.shape)}")
+
+    return run
+
+
+@kernel("Where", BOTH)
+def _where(ctx: KernelContext) -> Callable[[Any], Any]:
+    xp = ctx.xp
+    return lambda x: xp.argwhere(x).astype(np.int64, copy=False)
+
+
+@kernel("ClipByValue", BOTH)
+def _clip_by_value(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    xp = ctx.xp
+    # minimum then maximum (not xp.clip): keeps the dtype for bfloat16 and mirrors TF1's composite
+    return lambda t, lo, hi: xp.maximum(xp.minimum(t, hi), lo)
+
+
+def broadcast_reduction_axes(s0: list[int], s1: list[int]) -> tuple[list[int], list[int]]:
+    """For input shapes s0, s1 of a broadcasting op: the output axes to sum over for each input's
+    gradient (TensorFlow's rule: an axis where the input is, or is padded to, 1; listed for both
+    inputs when both are 1).
+
+    Raises:
+        InvalidArgumentError: the shapes do not broadcast.
+    """
+    n = max(len(s0), len(s1))
+    a = [1] * (n - len(s0)) + list(s0)
+    b = [1] * (n - len(s1)) + list(s1)
+    r0, r1 = [], []
+    for i, (p, q) in enumerate(zip(a, b)):
+        if p != q and p != 1 and q != 1:
+            raise errors.InvalidArgumentError(f"Incompatible shapes: {list(s0)} vs. {list(s1)}")
+        if p == 1:
+            r0.append(i)
+        if q == 1:
+            r1.append(i)
+    return r0, r1
+
+
+@kernel("BroadcastGradientArgs", BOTH)
+def _broadcast_gradient_args(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    # Shapes are host values on every device, as Shape's outputs are.
+    dt = _dtype(ctx).np
+
+    def run(s0: Any, s1: Any) -> tuple[Any, Any]:
+        try:
+            r0, r1 = broadcast_reduction_axes(_int_list(s0), _int_list(s1))
+        except errors.InvalidArgumentError as exc:
+            raise ctx.error(errors.InvalidArgumentError, exc.message) from None
+        return np.array(r0, dtype=dt), np.array(r1, dtype=dt)
+
+    return run
+
+
+# ---------------------------------------------------------------------------- matmul, cast
+
+
+def _upcast_half(ctx: KernelContext, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """On CPU, multiply half-precision matrices in float32 (numpy has no half BLAS; TF accumulates
+    in float32 too) and round the result back."""
+    dt = _dtype(ctx)
+    if ctx.device_type != "CPU" or dt not in _HALF:
+        return fn
+    f32 = np.float32
+    return lambda a, b: fn(a.astype(f32), b.astype(f32)).astype(dt.np)
 
 
 @kernel("MatMul", BOTH)
@@ -20,34 +345,246 @@ def _matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     ta, tb = bool(ctx.attr("transpose_a")), bool(ctx.attr("transpose_b"))
     xp = ctx.xp
     if not ta and not tb:
-        return xp.matmul
-    return lambda a, b: xp.matmul(a.T if ta else a, b.T if tb else b)
+        return _upcast_half(ctx, xp.matmul)
+    return _upcast_half(ctx, lambda a, b: xp.matmul(a.T if ta else a, b.T if tb else b))
 
 
-@kernel("AddN", BOTH)
-def _add_n(ctx: KernelContext) -> Callable[..., Any]:
-    def run(*xs: Any) -> Any:
-        out = xs[0] + xs[1] if len(xs) > 1 else xs[0].copy()
-        for x in xs[2:]:
-            out += x
-        return out
-
-    return run
-
-
-@kernel("Sum", BOTH)
-def _sum(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-    keep = bool(ctx.attr("keep_dims"))
+def _batch_matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    adj_x, adj_y = bool(ctx.attr("adj_x")), bool(ctx.attr("adj_y"))
     xp = ctx.xp
+    cplx = _dtype(ctx).is_complex
 
-    def run(x: Any, axes: Any) -> Any:
-        ax = tuple(int(a) for a in xp.asarray(axes).reshape(-1).tolist())
-        return xp.sum(x, axis=ax, keepdims=keep, dtype=x.dtype)
+    def adjoint(m: Any) -> Any:
+        m = xp.swapaxes(m, -1, -2)
+        return xp.conj(m) if cplx else m
 
-    return run
+    if not adj_x and not adj_y:
+        return _upcast_half(ctx, xp.matmul)
+    return _upcast_half(ctx, lambda a, b: xp.matmul(adjoint(a) if adj_x else a,
+                                                    adjoint(b) if adj_y else b))
+
+
+kernel("BatchMatMulV2", BOTH)(_batch_matmul)
+
+
+@kernel("BatchMatMul", BOTH)
+def _batch_matmul_v1(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    run = _batch_matmul(ctx)
+
+    def checked(a: Any, b: Any) -> Any:
+        if a.shape[:-2] != b.shape[:-2]:
+            raise ctx.error(errors.InvalidArgumentError,
+                            f"batch dimensions must match: {list(a.shape)} vs. {list(b.shape)}")
+        return run(a, b)
+
+    return checked
 
 
 @kernel("Cast", BOTH)
 def _cast(ctx: KernelContext) -> Callable[[Any], Any]:
-    dt = ctx.attr("DstT").np
-    return lambda x: ctx.xp.asarray(x).astype(dt)
+    dst = _dtype(ctx, "DstT")
+    src = ctx.attr("SrcT", None)
+    if src is not None and dtypes.as_dtype(src) is dst:
+        return lambda x: x
+    np_dt = dst.np
+    if dst.is_complex:
+        return lambda x: x.astype(np_dt)
+
+    def run(x: Any) -> Any:
+        if x.dtype.kind == "c":  # the real part, as TensorFlow (numpy would warn)
+            x = x.real
+        return x.astype(np_dt)
+
+    return run
+
+
+# ---------------------------------------------------------------------------- reductions
+
+
+def _axes_reader(ctx: KernelContext) -> Callable[[Any, int], tuple[int, ...]]:
+    """Reads a reduction's axes input as sorted, distinct, non-negative python ints.
+
+    The axes are nearly always the same constant array every step, so the last conversion is kept
+    and reused while the same (read-only) object comes back.
+    """
+    last: list[tuple[Any, int, tuple[int, ...]]] = [(None, -1, ())]
+
+    def read(axes: Any, ndim: int) -> tuple[int, ...]:
+        obj, nd, val = last[0]
+        if axes is obj and nd == ndim:
+            return val
+        norm = set()
+        for a in _int_list(axes):
+            if not -ndim <= a < ndim:
+                raise ctx.error(errors.InvalidArgumentError,
+                                f"Invalid reduction dimension ({a} for input with {ndim} "
+                                f"dimension(s)")
+            norm.add(a % ndim)
+        val = tuple(sorted(norm))
+        if _is_cacheable(axes):
+            last[0] = (axes, ndim, val)  # one assignment: concurrent steps see a consistent pair
+        return val
+
+    return read
+
+
+def _accumulator(dt: dtypes.DType) -> Any:
+    """The numpy dtype to sum or multiply in: float32 for half types, else the dtype itself."""
+    return np.float32 if dt in _HALF else dt.np
+
+
+def _sum_like(reduce_name: str) -> Callable[[KernelContext], Callable[[Any, Any], Any]]:
+    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+        keep = bool(ctx.attr("keep_dims"))
+        xp = ctx.xp
+        fn = getattr(xp, reduce_name)
+        axes_of = _axes_reader(ctx)
+        dt = _dtype(ctx)
+        acc = _accumulator(dt)
+        if acc is dt.np:
+            return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep, dtype=acc)
+        out = dt.np
+        return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep,
+                                  dtype=acc).astype(out)
+
+    return build
+
+
+kernel("Sum", BOTH)(_sum_like("sum"))
+kernel("Prod", BOTH)(_sum_like("prod"))
+
+
+@kernel("Mean", BOTH)
+def _mean(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    keep = bool(ctx.attr("keep_dims"))
+    xp = ctx.xp
+    axes_of = _axes_reader(ctx)
+    dt = _dtype(ctx)
+    acc, out = _accumulator(dt), dt.np
+
+    def run(x: Any, axes: Any) -> Any:
+        ax = axes_of(axes, x.ndim)
+        count = 1
+        for a in ax:
+            count *= x.shape[a]
+        s = xp.sum(x, axis=ax, keepdims=keep, dtype=acc)
+        if dt.is_integer:  # TensorFlow's integer mean: the sum divided truncating, in the dtype
+            n = xp.asarray(max(count, 1), dtype=out)
+            return xp.floor_divide(s, n) if dt.is_unsigned else _truncate_div(xp, s, n)
+        return xp.true_divide(s, count).astype(out, copy=False)
+
+    return run
+
+
+def _extremum(reduce_name: str, lowest: bool) -> Callable[[KernelContext], Any]:
+    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+        keep = bool(ctx.attr("keep_dims"))
+        xp = ctx.xp
+        fn = getattr(xp, reduce_name)
+        axes_of = _axes_reader(ctx)
+        dt = _dtype(ctx)
+        # the identity of the reduction, which TensorFlow returns over an empty axis
+        if dt.is_floating:
+            identity: Any = -np.inf if lowest else np.inf
+        else:
+            identity = dt.min if lowest else dt.max
+
+        def run(x: Any, axes: Any) -> Any:
+            ax = axes_of(axes, x.ndim)
+            if x.size == 0 and any(x.shape[a] == 0 for a in ax):
+                shape = tuple(1 if i in ax else d for i, d in enumerate(x.shape)) if keep else \
+                    tuple(d for i, d in enumerate(x.shape) if i not in ax)
+                return xp.full(shape, identity, dtype=dt.np)
+            return fn(x, axis=ax, keepdims=keep)
+
+        return run
+
+    return build
+
+
+kernel("Max", BOTH)(_extremum("max", lowest=True))
+kernel("Min", BOTH)(_extremum("min", lowest=False))
+
+
+def _logical_reduction(reduce_name: str) -> Callable[[KernelContext], Any]:
+    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+        keep = bool(ctx.attr("keep_dims"))
+        fn = getattr(ctx.xp, reduce_name)
+        axes_of = _axes_reader(ctx)
+        return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep)
+
+    return build
+
+
+kernel("Any", BOTH)(_logical_reduction("any"))
+kernel("All", BOTH)(_logical_reduction("all"))
+
+
+def _axis_reader(ctx: KernelContext) -> Callable[[Any, int], int]:
+    """Reads a scalar axis input (ArgMax's dimension, Cumsum's axis) as a non-negative int."""
+    read = _axes_reader(ctx)
+
+    def axis_of(a: Any, ndim: int) -> int:
+        if a.size != 1:
+            raise ctx.error(errors.InvalidArgumentError, f"axis must be a scalar, got {a!r}")
+        if ndim == 0:
+            raise ctx.error(errors.InvalidArgumentError, "the input must have rank >= 1")
+        return read(a, ndim)[0]
+
+    return axis_of
+
+
+def _arg_extremum(reduce_name: str) -> Callable[[KernelContext], Any]:
+    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+        fn = getattr(ctx.xp, reduce_name)
+        axis_of = _axis_reader(ctx)
+        out = _dtype(ctx, "output_type").np
+
+        def run(x: Any, dim: Any) -> Any:
+            a = axis_of(dim, x.ndim)
+            if x.shape[a] == 0:
+                raise ctx.error(errors.InvalidArgumentError,
+                                f"Reduction axis {a} is empty in shape {list(x.shape)}")
+            return fn(x, axis=a).astype(out, copy=False)
+
+        return run
+
+    return build
+
+
+kernel("ArgMax", BOTH)(_arg_extremum("argmax"))
+kernel("ArgMin", BOTH)(_arg_extremum("argmin"))
+
+
+def _scan(scan_name: str, identity: int) -> Callable[[KernelContext], Any]:
+    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+        exclusive, reverse = bool(ctx.attr("exclusive")), bool(ctx.attr("reverse"))
+        xp = ctx.xp
+        fn = getattr(xp, scan_name)
+        axis_of = _axis_reader(ctx)
+        dt = _dtype(ctx)
+        acc, out = _accumulator(dt), dt.np
+
+        def run(x: Any, axis: Any) -> Any:
+            a = axis_of(axis, x.ndim)
+            if reverse:
+                x = xp.flip(x, a)
+            r = fn(x, axis=a, dtype=acc)
+            if exclusive and x.shape[a]:
+                # shift by one along the axis: the first result is the identity
+                shifted = xp.empty_like(r)
+                head = (slice(None),) * a
+                shifted[(*head, slice(0, 1))] = identity
+                shifted[(*head, slice(1, None))] = r[(*head, slice(0, -1))]
+                r = shifted
+            if reverse:
+                r = xp.flip(r, a)
+            return r.astype(out, copy=False)
+
+        return run
+
+    return build
+
+
+kernel("Cumsum", BOTH)(_scan("cumsum", 0))
+kernel("Cumprod", BOTH)(_scan("cumprod", 1))

@@ -134,7 +134,7 @@ def tuple_(tensors: Sequence[Any], name: str | None = None,
     gate = group(*[t for t in tensors if t is not None], *(control_inputs or []),
                  name=name or "tuple")
     g = gate.graph
-    out = []
+    out: list[Any] = []
     for t in tensors:
         if t is None:
             out.append(None)

@@ -160,6 +160,9 @@ class Executable:
                 converts.append(_TRANSFERS.get((src_type, dev.device_type))
                                 if src_type != dev.device_type else None)
             out_count = max(needed[n.name]) + 1 if n.name in needed else 0
+            if out_count and len(specs.get(n.name, ())) > 1:
+                # a multi-output kernel returns a tuple even when only its output 0 is read
+                out_count = max(out_count, len(specs[n.name]))
             out_slots = tuple(self._slot_of.get((n.name, k), -1) for k in range(out_count))
             kind, fn = self._build_kernel(n, opdef, dev, specs.get(n.name, ()))
             cn = _Node(i, n, dev.name, kind, fn, tuple(in_slots), tuple(derefs), tuple(converts),
@@ -425,8 +428,8 @@ class Executable:
                     if failure or not tasks:
                         break
                     if not ready:
-                        wake[0] = loop.create_future()
-                        await wake[0]
+                        woken = wake[0] = loop.create_future()
+                        await woken
                         wake[0] = None
         finally:
             if tasks:

@@ -1,4 +1,5 @@
-"""Per-device resources: variables (by container and shared name) and cached stateful kernels.
+"""Per-device resources: variables (by container and shared name), other named resources (queues,
+accumulators) and cached stateful kernels.
 
 A variable holds a numpy (or cupy) array that is replaced, never written in place, by Assign and the
 Apply* updates: a value read by one op is a snapshot that later updates leave alone, so fetched
@@ -67,6 +68,7 @@ class ResourceMgr:
 
     def __init__(self) -> None:
         self._vars: dict[tuple[str, str], Var] = {}
+        self._resources: dict[tuple[str, str], Any] = {}
         self._kernels: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
@@ -89,6 +91,16 @@ class ResourceMgr:
             )
         return var
 
+    def lookup_or_create(self, container: str, name: str, create: Callable[[], Any]) -> Any:
+        """The resource (a queue, an accumulator) of that name, made by ``create()`` on first use;
+        every graph registered on the device shares it by name. The caller checks its kind."""
+        key = (container, name)
+        with self._lock:
+            found = self._resources.get(key)
+            if found is None:
+                found = self._resources[key] = create()
+            return found
+
     def lookup(self, container: str, name: str) -> Var | None:
         return self._vars.get((container, name))
 
@@ -96,14 +108,17 @@ class ResourceMgr:
         return iter(list(self._vars.items()))
 
     def reset(self, containers: list[str] | None = None) -> None:
-        """Drop the variables of the given containers (all when None)."""
+        """Drop the variables and resources of the given containers (all when None)."""
         with self._lock:
             if containers is None:
                 self._vars.clear()
+                self._resources.clear()
                 self._kernels.clear()
             else:
                 for key in [k for k in self._vars if k[0] in containers]:
                     del self._vars[key]
+                for key in [k for k in self._resources if k[0] in containers]:
+                    del self._resources[key]
 
     def cached_kernel(self, key: Any, build: Callable[[], Any]) -> Any:
         """A stateful kernel shared by every plan that runs the same node (random ops keep their

@@ -1,0 +1,241 @@
+"""Render ``bench/RESULTS.md`` from a raw results file (JSON lines written by ``run.py``).
+
+    python bench/report.py bench/results/raw-<stamp>.jsonl [--out bench/RESULTS.md]
+
+Every number in the report comes from the raw file; the goals are the only constants here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from common import BENCH_DIR, REPO_ROOT
+
+# figure -> (comparison, target). Latencies must stay at or under, rates at or over the target.
+GOALS: dict[str, tuple[str, float]] = {
+    "local.chain100.per_op": ("<=", 2.0),
+    "local.seed.run": ("<=", 150.0),
+    "local.mlp.train": (">=", 100_000.0),
+    "dist.seed.session": ("<=", 1500.0),
+    "dist.transfer.ps_to_worker.64MB": (">=", 3.0),
+    "dist.train.mlp.async": (">=", 45_000.0),
+}
+
+TITLES: dict[str, str] = {
+    "local.chain100.per_run": "chain of 100 scalar adds, per session.run (folding off)",
+    "local.chain100.per_op": "chain of 100 scalar adds, per add (folding off)",
+    "local.seed.run": "seed matmul, per session.run",
+    "local.mlp.train": "MLP 784-256-10 b128 training, one process",
+    "local.linreg.train": "linreg 1000 features b256 training, one process (reference)",
+    "dist.seed.session": "seed matmul, vars on ps, plain Session from worker 0",
+    "dist.seed.mts": "seed step (matmul + global_step += 1), MonitoredTrainingSession",
+}
+
+
+def figure_title(bench: str) -> str:
+    """A human name for a figure id."""
+    if bench in TITLES:
+        return TITLES[bench]
+    parts = bench.split(".")
+    if parts[:2] == ["dist", "transfer"]:
+        where = "ps -> worker 0" if parts[2] == "ps_to_worker" else "worker 0 local (baseline)"
+        return f"reduce_sum of a {'.'.join(parts[3:])} float32 variable, {where}"
+    if parts[:2] == ["dist", "train"]:
+        model = "MLP 784-256-10 b128" if parts[2] == "mlp" else "linreg 1000 features b256"
+        own = ", worker 0's own steps" if parts[-1] == "worker0_own" else ", overall"
+        return f"{model}, 2 workers {parts[3]}{own}"
+    return bench
+
+
+def fmt(v: float | None) -> str:
+    """A number with a sensible count of digits."""
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def fmt_row(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "not run"
+    if row.get("status") != "ok":
+        return row.get("status", "?")
+    return f"{fmt(row['median'])} ({fmt(row['min'])}-{fmt(row['max'])})"
+
+
+def slowdown(tg: dict[str, Any] | None, tf: dict[str, Any] | None) -> float | None:
+    """How many times slower tensorgrid is than TensorFlow (> 1: slower).
+
+    tensorgrid / TF for latencies (lower is better), TF / tensorgrid for rates.
+    """
+    if not tg or not tf or tg.get("status") != "ok" or tf.get("status") != "ok":
+        return None
+    a, b = tg["median"], tf["median"]
+    if tg.get("better") == "higher":
+        a, b = b, a
+    return a / b if b else None
+
+
+def goal_cell(bench: str, tg: dict[str, Any] | None) -> tuple[str, str]:
+    """(goal, met) for tensorgrid's median."""
+    if bench not in GOALS:
+        return "", ""
+    op, target = GOALS[bench]
+    goal = f"{op} {fmt(target)}"
+    if not tg or tg.get("status") != "ok":
+        return goal, "not measured"
+    value = tg["median"]
+    met = value <= target if op == "<=" else value >= target
+    return goal, "yes" if met else "**no**"
+
+
+def checks_cell(row: dict[str, Any] | None) -> str:
+    """'ok', or the names of failed checks, plus a loss trajectory when there is one."""
+    if not row or row.get("status") != "ok":
+        return ""
+    checks = row.get("checks") or {}
+    failed = [k for k, v in checks.items() if isinstance(v, bool) and not v]
+    text = "**FAILED: " + ", ".join(failed) + "**" if failed else "ok"
+    if "loss_first" in checks:
+        text += f" (loss {checks['loss_first']:.3g} -> {checks['loss_last']:.3g})"
+    if checks.get("executed_nodes"):
+        text += f" ({checks['executed_nodes']} nodes ran)"
+    return text
+
+
+def read_raw(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """(meta, result rows, end) of a raw file."""
+    meta: dict[str, Any] = {}
+    end: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        obj = json.loads(line)
+        kind = obj.get("kind")
+        if kind == "meta":
+            meta = obj
+        elif kind == "end":
+            end = obj
+        elif "bench" in obj:
+            rows.append(obj)
+    return meta, rows, end
+
+
+def _ordered(benches: Iterable[str]) -> list[str]:
+    seen: list[str] = []
+    for b in benches:
+        if b not in seen:
+            seen.append(b)
+    return seen
+
+
+def render(raw_path: Path) -> str:
+    """The Markdown report of one raw results file."""
+    meta, rows, end = read_raw(raw_path)
+    by = {(r["bench"], r["framework"]): r for r in rows}
+    benches = _ordered(r["bench"] for r in rows)
+    m = meta.get("machine", {})
+    probes = meta.get("probes", {})
+    out: list[str] = ["# Benchmark results", ""]
+    out.append("Generated by `bench/report.py` from "
+               f"`{_rel(raw_path)}`; every figure below comes from that run. "
+               "Regenerate with `make bench` (see `bench/README.md`).")
+    out.append("")
+    out.append(f"- command: `{meta.get('command', '?')}`")
+    out.append(f"- date: {meta.get('date', '?')}, total {fmt(end.get('elapsed_s'))} s, "
+               f"parts: {', '.join(meta.get('units', [])) or '?'}")
+    out.append(f"- machine: {m.get('cpus', '?')} CPUs ({m.get('cpu_model', '?')}), "
+               f"{m.get('mem_gib', '?')} GiB RAM, {m.get('platform', '?')}; "
+               f"load average at start {m.get('loadavg', '?')}")
+    for fw, pr in probes.items():
+        if "error" in pr:
+            out.append(f"- {fw}: not available ({pr['error']})")
+        else:
+            out.append(f"- {fw} {pr.get('version')}: python {pr.get('python')}, numpy "
+                       f"{pr.get('numpy')}, grpcio {pr.get('grpcio')}")
+    if meta.get("tf_note"):
+        out.append(f"- TensorFlow: {meta['tf_note']}")
+    s = meta.get("settings", {})
+    out.append(f"- settings: {s.get('reps')} repetitions per figure, ~{s.get('rep_s')} s per "
+               f"latency repetition, training windows {s.get('window_s')} s after "
+               f"{s.get('warm_s')} s warm-up{' (QUICK smoke run: not figures)' if s.get('quick') else ''}")
+    if m.get("blas_env"):
+        out.append(f"- BLAS/OpenMP thread settings in the environment: {m['blas_env']}")
+    if meta.get("git"):
+        out.append(f"- tensorgrid source: {meta['git']}")
+    out += ["", "Each cell is the median (min-max) over the repetitions. **Slowdown** is how many "
+            "times slower tensorgrid is than TensorFlow in this same run: tensorgrid/TF for "
+            "latencies, TF/tensorgrid for rates; below 1 means tensorgrid is faster. The goal "
+            "applies to tensorgrid's median.", ""]
+    for section, prefix in (("Engine (one process)", "local."), ("Distributed runtime "
+                            "(ps + 2 workers on 127.0.0.1)", "dist.")):
+        mine = [b for b in benches if b.startswith(prefix)]
+        if not mine:
+            continue
+        out += [f"## {section}", "",
+                "| figure | unit | tensorgrid | TensorFlow | slowdown | goal | met | checks "
+                "(tensorgrid) |",
+                "|---|---|---|---|---|---|---|---|"]
+        for b in mine:
+            tg, tf = by.get((b, "tensorgrid")), by.get((b, "tensorflow"))
+            unit = next((r.get("unit") for r in (tg, tf) if r and r.get("unit")), "")
+            ratio = slowdown(tg, tf)
+            goal, met = goal_cell(b, tg)
+            out.append(f"| {figure_title(b)} (`{b}`) | {unit} | {fmt_row(tg)} | {fmt_row(tf)} | "
+                       f"{'-' if ratio is None else f'{ratio:.2f}x'} | {goal} | {met} | "
+                       f"{checks_cell(tg)} |")
+        out.append("")
+    not_run = [r for r in rows if r.get("status") != "ok"]
+    if not_run:
+        out += ["## Not measured", "", "| figure | framework | status | why |", "|---|---|---|---|"]
+        for r in not_run:
+            reason = str(r.get("reason", "")).replace("|", "/").replace("\n", " ")
+            out.append(f"| `{r['bench']}` | {r['framework']} | {r['status']} | {reason} |")
+        out.append("")
+    tf_failed = [r for r in rows if r["framework"] == "tensorflow" and r.get("status") == "ok"
+                 and any(isinstance(v, bool) and not v for v in (r.get("checks") or {}).values())]
+    if tf_failed:
+        out.append("TensorFlow rows with a failed check: " +
+                   ", ".join(f"`{r['bench']}`" for r in tf_failed))
+        out.append("")
+    fallbacks = (probes.get("tensorgrid") or {}).get("fallbacks")
+    if fallbacks:
+        out += ["Names not exported by `tensorgrid` itself, taken from their defining modules: "
+                + ", ".join(f"`tf.{n}`" for n in fallbacks) + ".", ""]
+    out.append(f"Logs of the child processes were in `{meta.get('log_dir', '?')}`.")
+    return "\n".join(out) + "\n"
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("raw", type=Path)
+    p.add_argument("--out", type=Path, default=BENCH_DIR / "RESULTS.md")
+    a = p.parse_args(argv)
+    a.out.write_text(render(a.raw))
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

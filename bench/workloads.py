@@ -1,0 +1,113 @@
+"""The graphs the benchmarks run, written once against the TF1 names of ``frameworks.Api``.
+
+The data are fixed synthetic batches drawn with numpy's ``default_rng(seed)`` and held as constants
+on the device that computes with them, so no feed and no input pipeline is measured, and both
+frameworks see the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from frameworks import Api
+
+CHAIN_LENGTH = 100
+SEED_VALUE = 20.0  # [[1, 2, 3, 4]] @ [[2], [2], [2], [2]]
+
+
+def build_chain(api: Api) -> Any:
+    """A chain of ``CHAIN_LENGTH`` scalar adds: x = 0; x = x + 1 (100 times). Evaluates to 100.
+
+    The 100 adds share one constant 1.0, so common-subexpression elimination, on or off, leaves the
+    same 102 nodes on both frameworks.
+    """
+    tf = api.tf
+    x = tf.constant(0.0)
+    one = tf.constant(1.0)
+    for _ in range(CHAIN_LENGTH):
+        x = tf.add(x, one)
+    return x
+
+
+def build_seed(api: Api) -> tuple[Any, Any, Any]:
+    """The seed example: ``matmul(Variable([[1,2,3,4]]), Variable([[2],[2],[2],[2]]))``.
+
+    Returns:
+        (x, w, matmul), where the matmul evaluates to [[20.]].
+    """
+    tf = api.tf
+    x = tf.Variable([[1.0, 2.0, 3.0, 4.0]], name="x")
+    w = tf.Variable([[2.0], [2.0], [2.0], [2.0]], name="w")
+    return x, w, tf.matmul(x, w)
+
+
+@dataclass
+class Model:
+    """A training graph: what to run, what to read, and how many examples one step consumes."""
+
+    name: str
+    train_op: Any
+    loss: Any
+    global_step: Any
+    optimizer: Any
+    batch: int
+
+
+OptimizerWrap = Callable[[Any], Any] | None
+
+
+def _optimizer(api: Api, lr: float, wrap: OptimizerWrap) -> Any:
+    opt = api["train.GradientDescentOptimizer"](lr)
+    return wrap(opt) if wrap is not None else opt
+
+
+def build_linreg(api: Api, wrap: OptimizerWrap = None, batch: int = 256, features: int = 1000,
+                 seed: int = 0, lr: float = 0.01) -> Model:
+    """Linear regression, ``features`` inputs, mean squared error, gradient descent.
+
+    y = X w_true + 0.5 + noise; w and b start at zero.
+    """
+    tf = api.tf
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, features), dtype=np.float32)
+    w_true = rng.standard_normal((features, 1), dtype=np.float32)
+    y = x @ w_true + 0.5 + 0.01 * rng.standard_normal((batch, 1), dtype=np.float32)
+    gs = api["train.get_or_create_global_step"]()
+    zeros = api["zeros_initializer"]
+    w = api["get_variable"]("w", [features, 1], initializer=zeros())
+    b = api["get_variable"]("b", [], initializer=zeros())
+    pred = tf.matmul(tf.constant(x), w) + b
+    loss = tf.reduce_mean(tf.square(pred - tf.constant(y.astype(np.float32))))
+    opt = _optimizer(api, lr, wrap)
+    return Model("linreg", opt.minimize(loss, global_step=gs), loss, gs, opt, batch)
+
+
+def build_mlp(api: Api, wrap: OptimizerWrap = None, batch: int = 128, seed: int = 0,
+              lr: float = 0.01) -> Model:
+    """MLP 784-256-10: relu hidden layer, sparse softmax cross-entropy, gradient descent.
+
+    Weights start glorot-uniform, biases at zero; labels are uniform in [0, 10).
+    """
+    tf = api.tf
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, 784), dtype=np.float32)
+    labels = rng.integers(0, 10, size=(batch,)).astype(np.int32)
+    gs = api["train.get_or_create_global_step"]()
+    glorot, zeros = api["glorot_uniform_initializer"], api["zeros_initializer"]
+    w1 = api["get_variable"]("W1", [784, 256], initializer=glorot())
+    b1 = api["get_variable"]("b1", [256], initializer=zeros())
+    w2 = api["get_variable"]("W2", [256, 10], initializer=glorot())
+    b2 = api["get_variable"]("b2", [10], initializer=zeros())
+    hidden = api["nn.relu"](tf.matmul(tf.constant(x), w1) + b1)
+    logits = tf.matmul(hidden, w2) + b2
+    xent = api["nn.sparse_softmax_cross_entropy_with_logits"](labels=tf.constant(labels),
+                                                              logits=logits)
+    loss = tf.reduce_mean(xent)
+    opt = _optimizer(api, lr, wrap)
+    return Model("mlp", opt.minimize(loss, global_step=gs), loss, gs, opt, batch)
+
+
+MODELS: dict[str, Callable[..., Model]] = {"linreg": build_linreg, "mlp": build_mlp}

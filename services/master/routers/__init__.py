@@ -1,0 +1,1 @@
+"""One router per resource: graphs, sessions, one-shot runs, the cluster, health."""

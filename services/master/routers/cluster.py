@@ -1,0 +1,39 @@
+"""``/v1/cluster`` (what the master knows of its tasks) and ``/v1/reset`` (clear variables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+
+from services.master import codec
+from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.schemas import ResetBody, request_body
+from tensorgrid.pb import master_pb2
+
+router = APIRouter(tags=["cluster"], dependencies=[Authorized])
+
+
+@router.get("/v1/cluster", summary="The master and its tasks")
+async def get_cluster(state: State) -> dict[str, Any]:
+    """The master's counters, and each task's address, incarnation, health and devices."""
+    core = state.core
+    master = {**core.describe(), "graphs": len(core.graphs),
+              "heartbeat_timeout_s": core.cluster.heartbeat_timeout,
+              "jobs": {job: len(tasks) for job, tasks in core.cluster.jobs.items()}}
+    return {"master": master, "tasks": core.cluster.describe()}
+
+
+@router.post("/v1/reset", summary="Clear variables on every task",
+             openapi_extra=request_body(ResetBody, "ResetSessionStateRequest"))
+async def reset(state: State, body: Body, wire: WireFormat) -> Response:
+    """Drop the variables of the given containers (all when none) on every task."""
+    if wire.protobuf_in:
+        containers = list(codec.parse_proto(body, master_pb2.ResetSessionStateRequest).containers)
+    else:
+        containers = codec.parse_model(ResetBody, codec.parse_json(body or b"{}")).containers
+    await state.core.reset(containers)
+    if wire.protobuf_out:
+        return codec.proto_response(master_pb2.ResetSessionStateResponse())
+    return JSONResponse({"containers": containers, "tasks": list(state.core.cluster.tasks)})

@@ -1,0 +1,85 @@
+"""``/v1/graphs``: graphs submitted once, validated at once, and used by id to open sessions."""
+
+from __future__ import annotations
+
+import secrets
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter
+
+from services.master import codec
+from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.errors import too_large
+from tensorgrid.compiler.infer import infer_graph
+from tensorgrid.core import errors, registry
+from tensorgrid.core.ir import GraphDef
+from tensorgrid.core.registry import TensorSpec
+
+router = APIRouter(prefix="/v1/graphs", tags=["graphs"], dependencies=[Authorized])
+
+_INPUT_OPS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
+_VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
+_GRAPH_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"type": "object",
+                                    "description": "GraphDef, TensorFlow's JSON form"}},
+    codec.PROTOBUF: {"schema": {"type": "string", "format": "binary",
+                                "description": "binary GraphDef"}}}}}
+
+
+def _spec(spec: TensorSpec) -> dict[str, Any]:
+    dims = spec.shape.dims
+    return {"dtype": spec.dtype.name, "shape": None if dims is None else list(dims)}
+
+
+def graph_report(graph_id: str, graph: GraphDef,
+                 specs: Mapping[str, Sequence[TensorSpec]]) -> dict[str, Any]:
+    """What a graph holds: its ops, inputs, variables, requested devices and constant bytes."""
+    nodes = graph.nodes
+    inputs = [n.name for n in nodes if n.op in _INPUT_OPS]
+    const_bytes = sum(n.attrs["value"].nbytes for n in nodes
+                      if n.op == "Const" and isinstance(n.attrs.get("value"), np.ndarray))
+    return {
+        "graph_id": graph_id,
+        "nodes": len(nodes),
+        "ops": dict(sorted(Counter(n.op for n in nodes).items())),
+        "inputs": inputs,
+        "report": {
+            "producer": graph.producer,
+            "placeholders": {name: _spec(specs[name][0]) for name in inputs},
+            "variables": {n.name: {**_spec(specs[n.name][0]), "device": n.device or None}
+                          for n in nodes if n.op in _VARIABLE_OPS},
+            "devices": sorted({n.device for n in nodes if n.device}),
+            "stateful_ops": sum(1 for n in nodes if registry.get_op(n.op, n).stateful),
+            "const_bytes": int(const_bytes),
+        },
+    }
+
+
+@router.post("", status_code=201, summary="Submit a graph", openapi_extra=_GRAPH_BODY)
+async def submit_graph(state: State, body: Body, wire: WireFormat) -> dict[str, Any]:
+    """Validate a GraphDef (structure, ops, dtypes and shapes, devices) and store it.
+
+    The error of an invalid graph names the node. The answer is the graph's report."""
+    if len(state.core.graphs) >= state.settings.max_graphs:
+        raise too_large(f"This master already stores {len(state.core.graphs)} graphs "
+                        f"(max_graphs {state.settings.max_graphs})")
+    graph = codec.graph_from_body(body, wire.protobuf_in, state.settings.graph_limits())
+    specs = infer_graph(graph.nodes)
+    state.core.validate_devices(graph.nodes, soft=False)
+    graph_id = secrets.token_hex(8)
+    report = graph_report(graph_id, graph, specs)
+    state.core.graphs[graph_id] = graph.nodes
+    state.graph_reports[graph_id] = report
+    return report
+
+
+@router.get("/{graph_id}", summary="A stored graph's report")
+async def get_graph(graph_id: str, state: State) -> dict[str, Any]:
+    """The report of a graph stored by ``POST /v1/graphs``."""
+    report = state.graph_reports.get(graph_id)
+    if report is None:
+        raise errors.NotFoundError(f"Graph {graph_id} is not stored on this master")
+    return report

@@ -1,0 +1,36 @@
+"""``/v1/run``: one step of a graph without keeping a session (JSON only)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from services.master import codec, steps
+from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.errors import INVALID_PROTOBUF, invalid
+from services.master.schemas import OneShotRunBody, request_body
+
+router = APIRouter(prefix="/v1/run", tags=["run"], dependencies=[Authorized])
+
+
+@router.post("", summary="Run a graph once", openapi_extra=request_body(OneShotRunBody))
+async def run_once(state: State, body: Body, wire: WireFormat) -> JSONResponse:
+    """Open a session on the graph, run one step, close the session; the fetched values."""
+    if wire.protobuf_in:
+        raise invalid("POST /v1/run takes a JSON body; protobuf clients open a session",
+                      INVALID_PROTOBUF)
+    doc = codec.parse_model(OneShotRunBody, codec.parse_json(body))
+    if doc.graph_id is not None:
+        nodes = steps.stored_graph(state, doc.graph_id)
+    else:
+        nodes = codec.graph_from_json_doc(doc.graph, state.settings.graph_limits()).nodes
+    feeds = steps.json_feeds(state, doc.feeds)
+    session = await state.core.create_session(nodes, doc.config.options())
+    try:
+        values, step_id = await steps.run_step(session, feeds, doc.fetches, doc.targets,
+                                               doc.timeout_ms)
+    finally:
+        await state.close_session(session.handle)
+    return JSONResponse({"results": steps.json_results(doc.fetches, values,
+                                                       doc.encoding == "b64"),
+                         "step_id": step_id})

@@ -1,0 +1,130 @@
+"""``/v1/sessions``: a client's graph on the master, grown by extension, run step by step.
+
+JSON bodies, or the ``master.proto`` messages with ``Content-Type: application/x-protobuf`` (what
+the SDK's ``Session("http://...")`` sends)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+
+from services.master import codec, steps
+from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.errors import INVALID_PROTOBUF, invalid, too_large
+from services.master.schemas import (
+    CreateSessionBody,
+    ExtendSessionBody,
+    RunStepBody,
+    request_body,
+)
+from tensorgrid.core import errors
+from tensorgrid.pb import master_pb2
+from tensorgrid.transport import tensors
+from tensorgrid.transport.master_service import options_from_proto
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=[Authorized])
+
+
+def _check_handle(path_id: str, body_id: str) -> None:
+    if body_id and body_id != path_id:
+        raise invalid(f"The body names session {body_id}, the path {path_id}", INVALID_PROTOBUF)
+
+
+@router.post("", status_code=201, summary="Open a session",
+             openapi_extra=request_body(CreateSessionBody, "CreateSessionRequest"))
+async def create_session(state: State, body: Body, wire: WireFormat) -> Response:
+    """Open a session on a stored graph (``graph_id``) or on a graph given here; the graph is
+    validated now, and an error names the node."""
+    limits = state.settings.graph_limits()
+    if wire.protobuf_in:
+        req = codec.parse_proto(body, master_pb2.CreateSessionRequest)
+        nodes = codec.graph_from_proto(req.graph_def, limits).nodes
+        options = options_from_proto(req.options)
+    else:
+        doc = codec.parse_model(CreateSessionBody, codec.parse_json(body))
+        if doc.graph_id is not None:
+            nodes = steps.stored_graph(state, doc.graph_id)
+        else:
+            nodes = codec.graph_from_json_doc(doc.graph, limits).nodes
+        options = doc.config.options()
+    session = await state.core.create_session(nodes, options)
+    if wire.protobuf_out:
+        return codec.proto_response(master_pb2.CreateSessionResponse(
+            session_handle=session.handle, graph_version=session.version), 201)
+    return JSONResponse({"session_id": session.handle, "graph_version": session.version}, 201)
+
+
+@router.post("/{session_id}/extend", summary="Add nodes to a session's graph",
+             openapi_extra=request_body(ExtendSessionBody, "ExtendSessionRequest"))
+async def extend_session(session_id: str, state: State, body: Body, wire: WireFormat) -> Response:
+    """Add the nodes created since ``current_version``; all or nothing."""
+    session = state.core.session(session_id)
+    limits = state.settings.graph_limits()
+    if wire.protobuf_in:
+        req = codec.parse_proto(body, master_pb2.ExtendSessionRequest)
+        _check_handle(session_id, req.session_handle)
+        nodes = codec.graph_from_proto(req.graph_def, limits).nodes
+        current = req.current_graph_version
+    else:
+        doc = codec.parse_model(ExtendSessionBody, codec.parse_json(body))
+        nodes = codec.graph_from_json_doc(doc.graph, limits).nodes
+        current = doc.current_version
+    if len(session.nodes) + len(nodes) > state.settings.max_nodes:
+        raise too_large(f"Session {session_id} would have {len(session.nodes) + len(nodes)} "
+                        f"nodes; the limit is {state.settings.max_nodes}")
+    version = session.extend(nodes, current)
+    if wire.protobuf_out:
+        return codec.proto_response(master_pb2.ExtendSessionResponse(new_graph_version=version))
+    return JSONResponse({"graph_version": version})
+
+
+@router.post("/{session_id}/run", summary="Run one step",
+             openapi_extra=request_body(RunStepBody, "RunStepRequest"))
+async def run_step(session_id: str, state: State, body: Body, wire: WireFormat) -> Response:
+    """Feed tensors, run the fetches and targets, and return the fetched values."""
+    session = state.core.session(session_id)
+    if wire.protobuf_in:
+        req = codec.parse_proto(body, master_pb2.RunStepRequest)
+        _check_handle(session_id, req.session_handle)
+        if req.graph_version and req.graph_version != session.version:
+            raise errors.FailedPreconditionError(
+                f"Session {session_id} is at graph version {session.version}, the step was "
+                f"built for {req.graph_version}")
+        feeds = steps.proto_feeds(state, req.feed)
+        fetches, targets, timeout_ms = list(req.fetch), list(req.target), req.timeout_ms
+        b64 = False
+    else:
+        doc = codec.parse_model(RunStepBody, codec.parse_json(body))
+        feeds = steps.json_feeds(state, doc.feeds)
+        fetches, targets, timeout_ms = doc.fetches, doc.targets, doc.timeout_ms
+        b64 = doc.encoding == "b64"
+    values, step_id = await steps.run_step(session, feeds, fetches, targets, timeout_ms)
+    if wire.protobuf_out:
+        return codec.proto_response(master_pb2.RunStepResponse(step_id=step_id, tensor=[
+            master_pb2.NamedTensor(name=n, tensor=tensors.to_proto(v))
+            for n, v in zip(fetches, values)]))
+    return JSONResponse({"results": steps.json_results(fetches, values, b64), "step_id": step_id})
+
+
+@router.get("/{session_id}", summary="Session stats")
+async def get_session(session_id: str, state: State) -> dict[str, Any]:
+    """Graph version, plan cache hits and misses, steps."""
+    session = state.core.session(session_id)
+    return {**session.describe(), "session_id": session.handle,
+            "created": session.created, "last_used": session.last_used}
+
+
+@router.get("/{session_id}/placement", summary="Where the latest plan put each node")
+async def get_placement(session_id: str, state: State) -> list[dict[str, str]]:
+    """``[{"node", "device", "reason"}]`` of the session's latest plan (empty before any step)."""
+    plan = state.core.session(session_id).last_plan
+    return [] if plan is None else plan.placement.explain()
+
+
+@router.delete("/{session_id}", status_code=204, summary="Close a session")
+async def close_session(session_id: str, state: State) -> Response:
+    """Close the session and release its partitions on the tasks."""
+    await state.close_session(session_id)
+    return Response(status_code=204)

@@ -1,0 +1,106 @@
+"""The JSON request bodies (their protobuf forms are the ``master.proto`` messages)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from services.master.codec import PROTOBUF
+from tensorgrid.master.session import SessionOptions
+
+
+def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref[len("#/$defs/"):]], defs)
+        return {k: _inline_refs(v, defs) for k, v in schema.items() if k != "$defs"}
+    if isinstance(schema, list):
+        return [_inline_refs(v, defs) for v in schema]
+    return schema
+
+
+def request_body(model: type[BaseModel], proto: str | None = None) -> dict[str, Any]:
+    """``openapi_extra`` describing a route's body: the JSON model, and the protobuf message
+    when the route takes one (the routes read their bodies themselves, to negotiate)."""
+    schema = model.model_json_schema()
+    content: dict[str, Any] = {
+        "application/json": {"schema": _inline_refs(schema, schema.get("$defs", {}))}}
+    if proto is not None:
+        content[PROTOBUF] = {"schema": {"type": "string", "format": "binary",
+                                        "description": f"binary tensorgrid.{proto}"}}
+    return {"requestBody": {"required": True, "content": content}}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionConfig(_Body):
+    """Session options, as ``master.proto``'s SessionOptions."""
+
+    allow_soft_placement: bool = False
+    log_device_placement: bool = False
+    device_filters: list[str] = Field(default_factory=list)
+    disable_cse: bool = False
+    disable_constant_folding: bool = False
+    operation_timeout_ms: int = Field(default=0, ge=0)
+
+    def options(self) -> SessionOptions:
+        """The core's SessionOptions."""
+        return SessionOptions(
+            allow_soft_placement=self.allow_soft_placement,
+            log_device_placement=self.log_device_placement,
+            device_filters=tuple(self.device_filters), do_cse=not self.disable_cse,
+            do_constant_folding=not self.disable_constant_folding,
+            timeout_s=self.operation_timeout_ms / 1000.0)
+
+
+class _GraphSource(_Body):
+    graph_id: str | None = None
+    graph: dict[str, Any] | None = Field(default=None,
+                                         description="a GraphDef in TensorFlow's JSON form")
+    config: SessionConfig = Field(default_factory=lambda: SessionConfig())
+
+    @model_validator(mode="after")
+    def _one_graph(self) -> _GraphSource:
+        if (self.graph_id is None) == (self.graph is None):
+            raise ValueError("give exactly one of 'graph_id' and 'graph'")
+        return self
+
+
+class CreateSessionBody(_GraphSource):
+    """``POST /v1/sessions``: a stored graph's id or a graph, and options."""
+
+
+class ExtendSessionBody(_Body):
+    """``POST /v1/sessions/{id}/extend``: the nodes added since ``current_version``."""
+
+    graph: dict[str, Any]
+    current_version: int = Field(ge=0)
+
+
+class _StepFields(_Body):
+    feeds: dict[str, Any] = Field(default_factory=dict,
+                                  description="tensor name -> {dtype, shape, values | b64}")
+    fetches: list[str] = Field(default_factory=list)
+    targets: list[str] = Field(default_factory=list)
+    timeout_ms: int = Field(default=0, ge=0)
+    encoding: Literal["values", "b64"] = Field(
+        default="values",
+        description="how results come back: nested 'values', or raw bytes in 'b64'")
+
+
+class RunStepBody(_StepFields):
+    """``POST /v1/sessions/{id}/run``."""
+
+
+class OneShotRunBody(_StepFields, _GraphSource):
+    """``POST /v1/run``: a graph and one step of it."""
+
+
+class ResetBody(_Body):
+    """``POST /v1/reset``: the containers to clear (all when empty)."""
+
+    containers: list[str] = Field(default_factory=list)

@@ -1,0 +1,70 @@
+"""The master's state for one app: the core over gRPC task clients, metrics and the health
+monitor. Created in the app's lifespan and closed when it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from services.master.metrics import MasterMetrics
+from services.master.monitor import HealthMonitor
+from services.master.settings import Settings
+from tensorgrid.master.cluster import ClusterState, TaskState
+from tensorgrid.master.core import Limits, MasterCore
+from tensorgrid.master.session import MasterSession
+from tensorgrid.transport.channels import ChannelPool
+from tensorgrid.transport.worker_client import GrpcTaskClient
+
+log = logging.getLogger("tensorgrid.master")
+
+
+class MasterState:
+    """Everything one HTTP master holds.
+
+    Attributes:
+        settings: its configuration.
+        core: sessions, plans and steps over the cluster.
+        metrics: Prometheus metrics.
+        graph_reports: the report of each graph stored by ``POST /v1/graphs``, by id.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pool = ChannelPool()
+        token = settings.token_value
+
+        def client_for(task: TaskState) -> GrpcTaskClient:
+            return GrpcTaskClient(task.name, task.address, self.pool, token)
+
+        cluster = ClusterState(settings.cluster, heartbeat_timeout=settings.heartbeat_timeout_s)
+        self.core = MasterCore(
+            cluster, client_for, default_timeout=settings.step_timeout_s,
+            limits=Limits(max_nodes=settings.max_nodes, max_sessions=settings.max_sessions),
+            logger=log.info, rpc_timeout=settings.rpc_timeout_s)
+        self.metrics = MasterMetrics(self.core)
+        self.graph_reports: dict[str, dict[str, Any]] = {}
+        self.monitor = HealthMonitor(self.core, settings.poll_interval_s, settings.rpc_timeout_s)
+
+    async def start(self) -> None:
+        """Start watching the cluster's health."""
+        self.monitor.start()
+
+    async def close_session(self, handle: str) -> None:
+        """Close a session (its plan-cache counts stay in the metrics)."""
+        session: MasterSession = self.core.session(handle)
+        self.metrics.retire(session)
+        await self.core.close_session(handle)
+
+    async def close(self, grace: float = 5.0) -> None:
+        """Stop the monitor, release every session's partitions on the tasks, close channels."""
+        await self.monitor.stop()
+        handles = list(self.core.sessions)
+        if handles:
+            closing = asyncio.gather(*(self.close_session(h) for h in handles),
+                                     return_exceptions=True)
+            try:
+                await asyncio.wait_for(closing, grace)
+            except TimeoutError:
+                log.warning("sessions did not close within %.1fs", grace)
+        await self.pool.close()

@@ -1,0 +1,136 @@
+"""Serve one task of a cluster: a ``TaskServer`` over a ``WorkerCore`` whose ``_Recv`` ops pull
+tensors from peer tasks with ``GrpcRemoteRecv``.
+
+``serve`` runs until SIGTERM or SIGINT (or its ``stop`` event), then stops gracefully: the task's
+live steps are aborted, in-flight calls get a grace period, and the channels to peers close. With a
+``master`` address it also sends heartbeats to that master's gRPC MasterService (a master that
+cannot receive them, like the HTTP master, polls the task's status instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from services.config import load_cluster
+from tensorgrid.client.local import local_devices
+from tensorgrid.core import errors
+from tensorgrid.master.cluster import ClusterState
+from tensorgrid.pb import master_pb2
+from tensorgrid.runtime.executor import LocalDevice
+from tensorgrid.runtime.worker import WorkerCore
+from tensorgrid.transport import shm
+from tensorgrid.transport.channels import ChannelPool, target_address
+from tensorgrid.transport.server import TaskServer
+from tensorgrid.transport.status import metadata_token
+from tensorgrid.transport.worker_client import GrpcRemoteRecv
+
+log = logging.getLogger("tensorgrid.task")
+
+HEARTBEAT_INTERVAL_S = 1.0
+
+
+def task_devices(task: str) -> dict[str, LocalDevice]:
+    """This process's devices (the CPU, and a GPU when cupy sees one), named for ``task``."""
+    devices: dict[str, LocalDevice] = {}
+    for d in local_devices().values():
+        name = f"{task}/device:{d.device_type}:0"
+        devices[name] = LocalDevice(name, d.device_type, d.xp, d.resources)
+    return devices
+
+
+def _on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> list[signal.Signals]:
+    """Set ``stop`` on SIGTERM/SIGINT; returns the signals handled (none off the main thread)."""
+    handled = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (ValueError, RuntimeError, NotImplementedError):
+            continue  # not the main thread, or no signals here: the caller stops us
+        handled.append(sig)
+    return handled
+
+
+async def _heartbeats(master: str, worker: WorkerCore, address: str, host_id: str,
+                      pool: ChannelPool, token: str | None, interval: float) -> None:
+    """Tell the master every ``interval`` seconds that this incarnation of the task is alive."""
+    stub = pool.master(target_address(master))
+    request = master_pb2.HeartbeatRequest(task=worker.task, incarnation=worker.incarnation,
+                                          address=address, host_id=host_id)
+    reachable: bool | None = None
+    while True:
+        try:
+            await stub.Heartbeat(request, timeout=interval, metadata=metadata_token(token))
+            ok = True
+        except Exception as exc:  # noqa: BLE001 - a missed heartbeat is only logged
+            ok = False
+            if reachable is not False:
+                log.warning("heartbeat to master %s failed: %s", master, exc)
+        if ok and reachable is not True:
+            log.info("heartbeats reach master %s", master)
+        reachable = ok
+        await asyncio.sleep(interval)
+
+
+async def serve(task: str, bind: str, cluster: Mapping[str, Any] | str,
+                master: str | None = None, token: str | None = None, *,
+                stop: asyncio.Event | None = None, ready: Callable[[int], None] | None = None,
+                grace: float = 2.0, heartbeat_interval: float = HEARTBEAT_INTERVAL_S) -> None:
+    """Serve one task until SIGTERM/SIGINT or ``stop`` is set.
+
+    Args:
+        task: the task's name, '/job:worker/task:0' (or the full '/job:J/replica:0/task:T').
+        bind: the address to listen on, 'host:port'.
+        cluster: the cluster spec: a dict, JSON, or the path of a JSON file.
+        master: a master's gRPC address to send heartbeats to, if any.
+        token: the bearer token callers must present (and this task presents to its peers).
+        stop: an event that stops the server when set (made here when None).
+        ready: called with the bound port once the server listens.
+        grace: seconds in-flight calls get to finish when stopping.
+
+    Raises:
+        NotFoundError: the cluster has no such task.
+        UnavailableError: the address cannot be bound.
+    """
+    spec = load_cluster(cluster) if isinstance(cluster, str) else dict(cluster)
+    state = ClusterState(spec)
+    name = state.task(task).name
+    addresses = state.addresses()
+    worker = WorkerCore(name, task_devices(name))
+    worker.cluster.update(addresses)
+    pool = ChannelPool()
+    worker.remote = GrpcRemoteRecv(worker, pool, token, addresses=addresses)
+    host_id = shm.host_id()
+    server = TaskServer(bind, worker=worker, token=token, host_id=host_id)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled = _on_signals(loop, stop)
+    beating: asyncio.Task[None] | None = None
+    try:
+        try:
+            port = await server.start()
+        except (OSError, RuntimeError) as exc:
+            raise errors.UnavailableError(f"Task {name} cannot listen on {bind}: {exc}") from None
+        log.info("task %s serving on %s (port %d, incarnation %x)", name, bind, port,
+                 worker.incarnation)
+        if ready is not None:
+            ready(port)
+        if master:
+            beating = loop.create_task(_heartbeats(master, worker, addresses[name], host_id, pool,
+                                                   token, heartbeat_interval))
+        await stop.wait()
+        log.info("task %s stopping", name)
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        if beating is not None:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+        worker.abort_all(f"Task {name} is shutting down")
+        await server.stop(grace)
+        await pool.close()

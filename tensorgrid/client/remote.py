@@ -1,0 +1,387 @@
+"""Session backends that talk to a master.
+
+* ``grpc://host:port`` served by a ``train.Server`` of this process: direct calls on the server's
+  event loop (no socket between the client and its master, as TensorFlow's local master lookup).
+* ``grpc://host:port`` elsewhere: the MasterService over gRPC.
+* ``http://host:port``: the HTTP master service, with binary protobuf bodies.
+
+The graph goes to the master once (CreateSession) and grows by ExtendSession with the ops added
+since; each run sends the feed values and the fetch names, and the master keeps the plans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from tensorgrid.client.config import ConfigProto, RunMetadata, RunOptions
+from tensorgrid.core import errors, serde
+from tensorgrid.core.ir import GraphDef, NodeDef
+from tensorgrid.framework.graph import Graph
+
+_LOCAL_MASTERS: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
+def register_local_master(target: str, host: Any) -> None:
+    """Make a master of this process reachable by ``Session(target)`` without a socket."""
+    with _LOCK:
+        _LOCAL_MASTERS[target] = host
+
+
+def unregister_local_master(target: str) -> None:
+    with _LOCK:
+        _LOCAL_MASTERS.pop(target, None)
+
+
+def options_of(config: ConfigProto, client_task: str = "") -> dict[str, Any]:
+    """The session options the master needs from a ConfigProto."""
+    return {
+        "allow_soft_placement": bool(config.allow_soft_placement),
+        "log_device_placement": bool(config.log_device_placement),
+        "device_filters": tuple(config.device_filters or ()),
+        "do_cse": config.cse_enabled(),
+        "do_constant_folding": config.constant_folding_enabled(),
+        "timeout_s": (config.operation_timeout_in_ms or 0) / 1000.0,
+        "client_task": client_task,
+    }
+
+
+class _MasterBackend:
+    """The graph-syncing and run protocol shared by every remote backend."""
+
+    def __init__(self, graph: Graph, config: ConfigProto) -> None:
+        self.graph = graph
+        self.config = config
+        self.handle: str | None = None
+        self._sent_ops = 0
+        self._synced_version = -1
+        self._master_version = 0
+        # runs may come from several threads (a training loop and its queue runners): one sync
+        # at a time, or two would send the same new ops
+        self._sync_lock = threading.Lock()
+
+    # transport-specific
+    def _create(self, nodes: Sequence[NodeDef]) -> tuple[str, int]:
+        raise NotImplementedError
+
+    def _extend(self, nodes: Sequence[NodeDef], version: int) -> int:
+        raise NotImplementedError
+
+    def _run_step(self, feeds: list[tuple[str, Any]], fetches: Sequence[str],
+                  targets: Sequence[str], timeout: float | None) -> list[Any]:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+    def list_devices(self) -> list[str]:
+        raise NotImplementedError
+
+    # shared
+    def client_task(self) -> str:
+        return ""
+
+    def _sync(self) -> None:
+        g = self.graph
+        if g.version == self._synced_version and self.handle is not None:
+            return
+        with self._sync_lock:
+            if g.version != self._synced_version or self.handle is None:
+                self._sync_locked()
+
+    def _sync_locked(self) -> None:
+        g = self.graph
+        ops = g.get_operations()
+        if self.handle is None:
+            self.handle, self._master_version = self._create([op.node_def for op in ops])
+        else:
+            new = [op.node_def for op in ops[self._sent_ops:]]
+            if new:
+                self._master_version = self._extend(new, self._master_version)
+        self._sent_ops = len(ops)
+        self._synced_version = g.version
+
+    def prepare(self, feeds: Sequence[str], fetches: Sequence[str],
+                targets: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+        self._sync()
+        return (tuple(feeds), tuple(fetches), tuple(targets))
+
+    def run(self, prepared: tuple[tuple[str, ...], ...], values: Sequence[Any],
+            options: RunOptions | None = None, run_metadata: RunMetadata | None = None) -> list[Any]:
+        if self.graph.version != self._synced_version:
+            self._sync()
+        feeds, fetches, targets = prepared
+        timeout = options.timeout_in_ms / 1000.0 if options is not None and \
+            options.timeout_in_ms else None
+        return self._run_step(list(zip(feeds, values)), fetches, targets, timeout)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            try:
+                self._close()
+            except errors.OpError:
+                pass  # the master may be gone already; nothing is left to release
+            self.handle = None
+
+
+class InProcessMasterBackend(_MasterBackend):
+    """A master hosted by a ``train.Server`` of this process: calls on the server's loop."""
+
+    def __init__(self, host: Any, graph: Graph, config: ConfigProto) -> None:
+        super().__init__(graph, config)
+        self.host = host
+        self._session: Any = None
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.host.loop).result()
+
+    def client_task(self) -> str:
+        return self.host.task_name
+
+    def _create(self, nodes: Sequence[NodeDef]) -> tuple[str, int]:
+        from tensorgrid.master.session import SessionOptions
+
+        opts = SessionOptions(**options_of(self.config, self.client_task()))
+        self._session = self._call(self.host.master.create_session(nodes, opts))
+        return self._session.handle, self._session.version
+
+    def _extend(self, nodes: Sequence[NodeDef], version: int) -> int:
+        async def extend() -> int:
+            return self._session.extend(nodes, version)  # type: ignore[no-any-return]
+
+        return self._call(extend())  # type: ignore[no-any-return]
+
+    def _run_step(self, feeds: list[tuple[str, Any]], fetches: Sequence[str],
+                  targets: Sequence[str], timeout: float | None) -> list[Any]:
+        return self._call(self._session.run(feeds, fetches, targets, timeout))  # type: ignore[no-any-return]
+
+    def _close(self) -> None:
+        if self.host.loop.is_running():
+            self._call(self.host.master.close_session(self.handle))
+
+    def list_devices(self) -> list[str]:
+        return self.host.master.list_devices()  # type: ignore[no-any-return]
+
+
+class GrpcMasterBackend(_MasterBackend):
+    """The MasterService of a remote ``train.Server`` over gRPC."""
+
+    def __init__(self, address: str, graph: Graph, config: ConfigProto,
+                 token: str | None = None) -> None:
+        super().__init__(graph, config)
+        import grpc
+
+        from tensorgrid.pb import master_pb2_grpc
+        from tensorgrid.transport.channels import CHANNEL_OPTIONS
+        from tensorgrid.transport.status import metadata_token
+
+        self.address = address
+        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._stub = master_pb2_grpc.MasterServiceStub(self._channel)
+        self._meta = metadata_token(token)
+        self._rpc_timeout = 60.0
+
+    def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        import grpc
+
+        from tensorgrid.transport.status import from_rpc_error
+
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout or self._rpc_timeout,
+                                               metadata=self._meta)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, "master", self.address, method) from None
+
+    def _create(self, nodes: Sequence[NodeDef]) -> tuple[str, int]:
+        from tensorgrid.pb import master_pb2
+
+        req = master_pb2.CreateSessionRequest(
+            graph_def=serde.graph_to_proto(GraphDef(tuple(nodes))),
+            options=_options_proto(options_of(self.config)))
+        r = self._call("CreateSession", req)
+        return r.session_handle, r.graph_version
+
+    def _extend(self, nodes: Sequence[NodeDef], version: int) -> int:
+        from tensorgrid.pb import master_pb2
+
+        r = self._call("ExtendSession", master_pb2.ExtendSessionRequest(
+            session_handle=self.handle, graph_def=serde.graph_to_proto(GraphDef(tuple(nodes))),
+            current_graph_version=version))
+        return r.new_graph_version  # type: ignore[no-any-return]
+
+    def _run_step(self, feeds: list[tuple[str, Any]], fetches: Sequence[str],
+                  targets: Sequence[str], timeout: float | None) -> list[Any]:
+        from tensorgrid.pb import master_pb2
+        from tensorgrid.transport import tensors
+
+        req = master_pb2.RunStepRequest(
+            session_handle=self.handle,
+            feed=[master_pb2.NamedTensor(name=n, tensor=tensors.to_proto(v)) for n, v in feeds],
+            fetch=list(fetches), target=list(targets),
+            timeout_ms=int(timeout * 1000) if timeout else 0)
+        r = self._call("RunStep", req, (timeout + 10.0) if timeout else 3600.0)
+        return [tensors.from_proto(t.tensor) for t in r.tensor]
+
+    def _close(self) -> None:
+        from tensorgrid.pb import master_pb2
+
+        self._call("CloseSession", master_pb2.CloseSessionRequest(session_handle=self.handle))
+        self._channel.close()
+
+    def list_devices(self) -> list[str]:
+        from tensorgrid.pb import master_pb2
+
+        return list(self._call("ListDevices", master_pb2.ListDevicesRequest()).devices)
+
+
+class HttpMasterBackend(_MasterBackend):
+    """The HTTP master service (``tensorgrid master`` / ``tensorgrid local``), protobuf bodies."""
+
+    CONTENT = "application/x-protobuf"
+
+    def __init__(self, url: str, graph: Graph, config: ConfigProto,
+                 token: str | None = None) -> None:
+        super().__init__(graph, config)
+        import httpx
+
+        self.url = url.rstrip("/")
+        headers = {"Content-Type": self.CONTENT, "Accept": self.CONTENT}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=None)
+
+    def _post(self, path: str, message: Any, response_type: Any, timeout: float = 60.0) -> Any:
+        import httpx
+
+        try:
+            r = self._http.post(path, content=message.SerializeToString(), timeout=timeout)
+        except httpx.TransportError as exc:
+            raise errors.UnavailableError(f"Master {self.url} is unreachable: {exc}") from None
+        return _decode_http(r, response_type)
+
+    def _create(self, nodes: Sequence[NodeDef]) -> tuple[str, int]:
+        from tensorgrid.pb import master_pb2
+
+        req = master_pb2.CreateSessionRequest(
+            graph_def=serde.graph_to_proto(GraphDef(tuple(nodes))),
+            options=_options_proto(options_of(self.config)))
+        r = self._post("/v1/sessions", req, master_pb2.CreateSessionResponse)
+        return r.session_handle, r.graph_version
+
+    def _extend(self, nodes: Sequence[NodeDef], version: int) -> int:
+        from tensorgrid.pb import master_pb2
+
+        r = self._post(f"/v1/sessions/{self.handle}/extend", master_pb2.ExtendSessionRequest(
+            session_handle=self.handle, graph_def=serde.graph_to_proto(GraphDef(tuple(nodes))),
+            current_graph_version=version), master_pb2.ExtendSessionResponse)
+        return r.new_graph_version  # type: ignore[no-any-return]
+
+    def _run_step(self, feeds: list[tuple[str, Any]], fetches: Sequence[str],
+                  targets: Sequence[str], timeout: float | None) -> list[Any]:
+        from tensorgrid.pb import master_pb2
+        from tensorgrid.transport import tensors
+
+        req = master_pb2.RunStepRequest(
+            session_handle=self.handle,
+            feed=[master_pb2.NamedTensor(name=n, tensor=tensors.to_proto(v)) for n, v in feeds],
+            fetch=list(fetches), target=list(targets),
+            timeout_ms=int(timeout * 1000) if timeout else 0)
+        r = self._post(f"/v1/sessions/{self.handle}/run", req, master_pb2.RunStepResponse,
+                       timeout=(timeout + 10.0) if timeout else 3600.0)
+        return [tensors.from_proto(t.tensor) for t in r.tensor]
+
+    def _close(self) -> None:
+        import httpx
+
+        try:
+            self._http.delete(f"/v1/sessions/{self.handle}", timeout=10.0)
+        except httpx.TransportError:
+            pass
+        self._http.close()
+
+    def list_devices(self) -> list[str]:
+        import httpx
+
+        try:
+            r = self._http.get("/v1/cluster", headers={"Accept": "application/json"})
+        except httpx.TransportError as exc:
+            raise errors.UnavailableError(f"Master {self.url} is unreachable: {exc}") from None
+        return [d for t in r.json()["tasks"] for d in t["devices"]]
+
+
+def _options_proto(opts: dict[str, Any]) -> Any:
+    from tensorgrid.pb import master_pb2
+
+    return master_pb2.SessionOptions(
+        allow_soft_placement=opts["allow_soft_placement"],
+        log_device_placement=opts["log_device_placement"],
+        device_filters=list(opts["device_filters"]),
+        disable_cse=not opts["do_cse"], disable_constant_folding=not opts["do_constant_folding"],
+        operation_timeout_ms=int(opts["timeout_s"] * 1000), client_task=opts["client_task"])
+
+
+def _decode_http(r: Any, response_type: Any) -> Any:
+    if r.status_code >= 400:
+        raise http_error(r)
+    msg = response_type()
+    msg.ParseFromString(r.content)
+    return msg
+
+
+def http_error(r: Any) -> errors.OpError:
+    """The OpError an HTTP error response describes (``{"error": {"code": ..., ...}}``)."""
+    try:
+        body = r.json()["error"]
+        return errors.make_error(body.get("code", "UNKNOWN"), body.get("message", ""),
+                                 node_name=body.get("node"), op_type=body.get("op"),
+                                 device=body.get("device"))
+    except (ValueError, KeyError, TypeError):
+        code = {400: errors.INVALID_ARGUMENT, 404: errors.NOT_FOUND, 503: errors.UNAVAILABLE,
+                504: errors.DEADLINE_EXCEEDED}.get(r.status_code, errors.UNKNOWN)
+        return errors.make_error(code, f"HTTP {r.status_code}: {r.text[:200]}")
+
+
+def connect(target: str, graph: Graph, config: ConfigProto) -> _MasterBackend:
+    """The backend for a session target.
+
+    Raises:
+        InvalidArgumentError: the target is not 'grpc://host:port' or 'http(s)://host:port'.
+    """
+    import os
+
+    token = os.environ.get("TENSORGRID_TOKEN") or None
+    with _LOCK:
+        host = _LOCAL_MASTERS.get(target)
+    if host is not None:
+        return InProcessMasterBackend(host, graph, config)
+    if target.startswith("grpc://"):
+        return GrpcMasterBackend(target[len("grpc://"):], graph, config, token)
+    if target.startswith(("http://", "https://")):
+        return HttpMasterBackend(target, graph, config, token)
+    raise errors.InvalidArgumentError(
+        f"Unknown session target {target!r}: use '' (in-process), 'grpc://host:port' or "
+        "'http://host:port'")
+
+
+def reset_target(target: str, containers: list[str] | None) -> None:
+    """Clear variables on every task behind a master (``Session.reset``)."""
+    with _LOCK:
+        host = _LOCAL_MASTERS.get(target)
+    if host is not None:
+        asyncio.run_coroutine_threadsafe(host.master.reset(containers or []), host.loop).result()
+        return
+    backend = connect(target, Graph(), ConfigProto())
+    if isinstance(backend, GrpcMasterBackend):
+        from tensorgrid.pb import master_pb2
+
+        backend._call("Reset", master_pb2.ResetSessionStateRequest(containers=containers or []))
+        return
+    if isinstance(backend, HttpMasterBackend):
+        r = backend._http.post("/v1/reset", json={"containers": containers or []},
+                               headers={"Content-Type": "application/json",
+                                        "Accept": "application/json"})
+        if r.status_code >= 400:
+            raise http_error(r)

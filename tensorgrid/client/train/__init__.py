@@ -1,0 +1,42 @@
+"""``tf.train``: optimizers, the global step and learning-rate schedules (and, added by the
+distributed runtime, cluster and session helpers)."""
+
+from tensorgrid.client.train.global_step import (
+    assert_global_step,
+    create_global_step,
+    get_global_step,
+    get_or_create_global_step,
+    global_step,
+)
+from tensorgrid.client.train.learning_rate_decay import (
+    cosine_decay,
+    exponential_decay,
+    inverse_time_decay,
+    natural_exp_decay,
+    piecewise_constant,
+    polynomial_decay,
+)
+from tensorgrid.client.train.optimizer import Optimizer
+from tensorgrid.client.train.optimizers import (
+    AdagradOptimizer,
+    AdamOptimizer,
+    GradientDescentOptimizer,
+    MomentumOptimizer,
+    RMSPropOptimizer,
+)
+from tensorgrid.client.train.server import ClusterSpec, Server
+from tensorgrid.framework.importer import write_graph
+
+__all__ = [
+    # optimizers
+    "Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
+    "AdagradOptimizer", "RMSPropOptimizer",
+    # global step
+    "get_global_step", "create_global_step", "get_or_create_global_step", "assert_global_step",
+    "global_step",
+    # learning-rate schedules
+    "exponential_decay", "piecewise_constant", "polynomial_decay", "inverse_time_decay",
+    "natural_exp_decay", "cosine_decay",
+    # cluster
+    "ClusterSpec", "Server", "write_graph",
+]

@@ -1,0 +1,534 @@
+"""``tf.train.MonitoredSession`` and ``MonitoredTrainingSession``, with TensorFlow 1.x's semantics.
+
+A ``MonitoredSession`` gets a ready session from a session creator (``session_creators.py``), calls
+the hooks around each run, stops when a hook asks, and recovers from ``UnavailableError`` /
+``AbortedError`` (a task died or restarted) by closing and re-creating its session and running the
+call again, a bounded number of times within a bounded time. ``SingularMonitoredSession`` does not
+recover and exposes its raw session.
+
+Order of events: hooks' ``begin`` -> ``scaffold.finalize()`` (the graph becomes read-only) -> the
+session is created and made ready -> the queue runners start -> hooks' ``after_create_session`` ->
+runs -> hooks' ``end`` -> the threads stop and the session closes (the graph is writable again if it
+was before).
+
+One change from TensorFlow: when a *chief* re-creates its session after an error and finds every
+global variable still initialized (the parameter servers survived), it keeps those values instead of
+re-initializing them, so a worker's transient failure does not throw training progress away.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from tensorgrid.client.config import ConfigProto, RunMetadata, RunOptions
+from tensorgrid.client.session import Session
+from tensorgrid.client.train.coordinator import Coordinator, start_queue_runners
+from tensorgrid.client.train.hooks import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    StepCounterHook,
+)
+from tensorgrid.client.train.session_creators import (
+    ChiefSessionCreator,
+    Scaffold,
+    SessionCreator,
+    WorkerSessionCreator,
+    close_quietly,
+)
+from tensorgrid.core import errors
+from tensorgrid.framework.graph import Graph, GraphKeys, get_default_graph
+
+__all__ = ["MonitoredSession", "SingularMonitoredSession", "MonitoredTrainingSession",
+           "StepContext", "USE_DEFAULT",
+           # defined in session_creators, re-exported as TensorFlow's module does
+           "Scaffold", "SessionCreator", "ChiefSessionCreator", "WorkerSessionCreator"]
+
+_log = logging.getLogger(__name__)
+
+# the errors after which a MonitoredSession re-creates its session and retries (errors.RETRYABLE)
+_PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
+
+
+class _UseDefault:
+    def __repr__(self) -> str:
+        return "USE_DEFAULT"
+
+
+USE_DEFAULT: Any = _UseDefault()
+
+
+# ------------------------------------------------------------------------------ hooked session
+
+
+class _HookedSession:
+    """A raw session with its hooks and its coordinator: ``run`` calls the hooks and merges what
+    they ask for into the call; ``close`` stops the coordinated threads, then the session."""
+
+    def __init__(self, sess: Session, hooks: Sequence[SessionRunHook], coord: Coordinator,
+                 stop_grace_period_secs: float) -> None:
+        self.raw = sess
+        self.coord = coord
+        self._hooks = hooks
+        self._stop_grace_period_secs = stop_grace_period_secs
+        self._stop_requested = False
+
+    def should_stop(self) -> bool:
+        """A hook or a thread asked to stop.
+
+        Raises:
+            the exception a coordinated thread reported.
+        """
+        self.coord.raise_requested_exception()
+        return self._stop_requested or self.coord.should_stop()
+
+    def run(self, fetches: Any, feed_dict: Any = None, options: RunOptions | None = None,
+            run_metadata: RunMetadata | None = None) -> Any:
+        if self._stop_requested:
+            raise RuntimeError("Run called even after should_stop requested.")
+        actual_fetches: dict[Any, Any] = {"caller": fetches}
+        run_context = SessionRunContext(SessionRunArgs(fetches, feed_dict), self.raw)
+        options = dataclasses.replace(options) if options is not None else RunOptions()
+        feed_dict = self._call_hooks_before_run(run_context, actual_fetches, feed_dict, options)
+        run_metadata = run_metadata if run_metadata is not None else RunMetadata()
+        try:
+            outputs = self.raw.run(actual_fetches, feed_dict=feed_dict, options=options,
+                                   run_metadata=run_metadata)
+        except _PREEMPTION_ERRORS:
+            raise
+        except Exception:
+            # a thread that lost a task explains the failure better, and lets the session recover
+            reported = self._reported_exception()
+            if isinstance(reported, _PREEMPTION_ERRORS):
+                raise reported from None
+            raise
+        for hook in self._hooks:
+            hook.after_run(run_context, SessionRunValues(outputs.get(hook), options, run_metadata))
+        self._stop_requested = self._stop_requested or run_context.stop_requested
+        return outputs["caller"]
+
+    def close(self) -> None:
+        """Stop the threads (giving them the grace period), then close the raw session.
+
+        Raises:
+            the exception a coordinated thread reported.
+        """
+        self.coord.request_stop()
+        try:
+            self.coord.join(stop_grace_period_secs=self._stop_grace_period_secs,
+                            ignore_live_threads=True)
+        finally:
+            close_quietly(self.raw)
+
+    def _reported_exception(self) -> BaseException | None:
+        try:
+            self.coord.raise_requested_exception()
+        except Exception as exc:  # noqa: BLE001 - only looked at
+            return exc
+        return None
+
+    def _call_hooks_before_run(self, run_context: SessionRunContext,
+                               fetch_dict: dict[Any, Any], user_feeds: Any,
+                               options: RunOptions) -> Any:
+        hook_feeds: dict[Any, Any] = {}
+        for hook in self._hooks:
+            request = hook.before_run(run_context)
+            if request is None:
+                continue
+            if request.fetches is not None:
+                fetch_dict[hook] = request.fetches
+            if request.feed_dict:
+                self._raise_if_feeds_intersect(hook_feeds, request.feed_dict,
+                                               "Same tensor is fed by two hooks.")
+                hook_feeds.update(request.feed_dict)
+            if request.options is not None:
+                _merge_run_options(options, request.options)
+        if not hook_feeds:
+            return user_feeds
+        if not user_feeds:
+            return hook_feeds
+        self._raise_if_feeds_intersect(user_feeds, hook_feeds,
+                                       "Same tensor is fed by a SessionRunHook and user.")
+        hook_feeds.update(user_feeds)
+        return hook_feeds
+
+    def _raise_if_feeds_intersect(self, feeds1: Any, feeds2: Any, message: str) -> None:
+        names1 = {self._feed_name(k) for k in feeds1}
+        common = sorted(n for n in (self._feed_name(k) for k in feeds2) if n in names1)
+        if common:
+            raise RuntimeError(f"{message} Conflict(s): {common}")
+
+    def _feed_name(self, key: Any) -> str:
+        """A feed key's tensor name, so that a Tensor and its name count as the same feed."""
+        try:
+            return self.raw.graph.as_graph_element(key, allow_operation=False).name
+        except (TypeError, ValueError, KeyError):
+            return str(key)
+
+
+def _merge_run_options(options: RunOptions, incoming: RunOptions) -> None:
+    """Merge ``incoming`` into ``options``: the larger number, the OR of flags."""
+    options.trace_level = max(options.trace_level, incoming.trace_level)
+    options.timeout_in_ms = max(options.timeout_in_ms, incoming.timeout_in_ms)
+    options.output_partition_graphs = options.output_partition_graphs or \
+        incoming.output_partition_graphs
+
+
+class _HookedSessionCreator:
+    """Creates a raw session with the wrapped creator, starts the graph's queue runners under a
+    new coordinator, then tells the hooks."""
+
+    def __init__(self, session_creator: SessionCreator, hooks: Sequence[SessionRunHook],
+                 stop_grace_period_secs: float) -> None:
+        self._session_creator = session_creator
+        self._hooks = hooks
+        self._stop_grace_period_secs = stop_grace_period_secs
+        self.tf_sess: Any = None
+
+    def create_session(self) -> _HookedSession:
+        sess = self._session_creator.create_session()
+        hooked = _HookedSession(sess, self._hooks, Coordinator(clean_stop_exception_types=[]),
+                                self._stop_grace_period_secs)
+        try:
+            if sess.graph.get_collection(GraphKeys.QUEUE_RUNNERS):
+                start_queue_runners(sess=sess, coord=hooked.coord)
+            for hook in self._hooks:
+                hook.after_create_session(sess, hooked.coord)
+        except BaseException:
+            close_quietly(hooked)
+            raise
+        self.tf_sess = sess
+        return hooked
+
+
+class _RecoverableSession:
+    """Re-creates the hooked session after ``UnavailableError``/``AbortedError`` and runs the
+    call again, at most ``max_attempts`` times within ``max_secs`` per call."""
+
+    def __init__(self, creator: _HookedSessionCreator, max_attempts: int, max_secs: float,
+                 backoff_secs: float) -> None:
+        self._creator = creator
+        self._max_attempts = max_attempts
+        self._max_secs = max_secs
+        self._backoff_secs = backoff_secs
+        self.sess: _HookedSession | None = None
+        self._retrying(lambda sess: None, "create the session")
+
+    def run(self, fetches: Any, feed_dict: Any = None, options: RunOptions | None = None,
+            run_metadata: RunMetadata | None = None) -> Any:
+        return self._retrying(lambda sess: sess.run(fetches, feed_dict, options, run_metadata),
+                              "run")
+
+    def should_stop(self) -> bool:
+        """Whether to stop; a thread's preemption error re-creates the session instead."""
+        if self.sess is None:
+            return True
+        try:
+            return self.sess.should_stop()
+        except _PREEMPTION_ERRORS as exc:
+            _log.warning("A thread reported %s; re-creating the session: %s",
+                         type(exc).__name__, exc)
+            self.abandon()
+            self._retrying(lambda sess: None, "re-create the session")
+            return False
+        except Exception:  # noqa: BLE001 - closing the session raises it again
+            return True
+
+    def _retrying(self, call: Callable[[_HookedSession], Any], what: str) -> Any:
+        start = time.monotonic()
+        failures = 0
+        while True:
+            try:
+                if self.sess is None:
+                    self.sess = self._creator.create_session()
+                return call(self.sess)
+            except _PREEMPTION_ERRORS as exc:
+                failures += 1
+                self.abandon()
+                elapsed = time.monotonic() - start
+                if failures > self._max_attempts or elapsed >= self._max_secs:
+                    _log.error("Giving up after %d failed attempt(s) to %s in %.1fs: %s",
+                               failures, what, elapsed, exc)
+                    raise type(exc)(
+                        f"{exc.message} (MonitoredSession gave up after {failures} failed "
+                        f"attempt(s) to {what} in {elapsed:.1f}s)", node_name=exc.node_name,
+                        op_type=exc.op_type, device=exc.device) from exc
+                delay = min(self._backoff_secs * 2 ** (failures - 1), 5.0,
+                            max(0.0, self._max_secs - elapsed))
+                _log.warning("%s while trying to %s; a task may have died or restarted. "
+                             "Re-creating the session and retrying in %.2fs (attempt %d of %d): "
+                             "%s", type(exc).__name__, what, delay, failures + 1,
+                             self._max_attempts + 1, exc)
+                time.sleep(delay)
+
+    def abandon(self) -> None:
+        """Close the current session after a failure (what its threads reported is logged)."""
+        sess, self.sess = self.sess, None
+        if sess is not None:
+            close_quietly(sess)
+
+    def close(self) -> None:
+        """Close the current session; a preemption error on the way is logged, others raised."""
+        sess, self.sess = self.sess, None
+        if sess is None:
+            return
+        try:
+            sess.close()
+        except _PREEMPTION_ERRORS as exc:
+            _log.error("An error occurred when closing the session, maybe a task died: %s", exc)
+
+
+# ------------------------------------------------------------------------------ monitored session
+
+
+class StepContext:
+    """What a ``run_step_fn`` step function gets: the raw session, a hooked run, and a stop."""
+
+    def __init__(self, session: Any, run_with_hooks_fn: Callable[..., Any]) -> None:
+        self._session = session
+        self._run_with_hooks_fn = run_with_hooks_fn
+
+    @property
+    def session(self) -> Any:
+        """The raw session: runs without hooks."""
+        return self._session
+
+    def run_with_hooks(self, *args: Any, **kwargs: Any) -> Any:
+        """The same as ``MonitoredSession.run``."""
+        return self._run_with_hooks_fn(*args, **kwargs)
+
+    def request_stop(self) -> None:
+        """End the step function; ``should_stop()`` then returns True.
+
+        Raises:
+            StopIteration: always (the monitored session's context manager swallows it).
+        """
+        raise StopIteration("step_fn has requested the iterations to stop.")
+
+
+class _MonitoredSession:
+    """See ``MonitoredSession`` and ``SingularMonitoredSession``."""
+
+    StepContext = StepContext
+
+    def __init__(self, session_creator: SessionCreator | None,
+                 hooks: Iterable[SessionRunHook] | None, should_recover: bool,
+                 stop_grace_period_secs: float = 120, max_recovery_attempts: int = 10,
+                 max_recovery_secs: float = 600.0, recovery_backoff_secs: float = 0.5) -> None:
+        session_creator = session_creator or ChiefSessionCreator()
+        self._graph: Graph = getattr(session_creator, "graph", None) or get_default_graph()
+        self._graph_was_finalized = self._graph.finalized
+        self._hooks = list(hooks or [])
+        self._stopped_by_step_fn = False
+        with self._graph.as_default():
+            for hook in self._hooks:
+                hook.begin()
+        self._creator = _HookedSessionCreator(session_creator, self._hooks,
+                                              stop_grace_period_secs)
+        self._sess: _RecoverableSession | _HookedSession | None = None
+        try:
+            if should_recover:
+                self._sess = _RecoverableSession(self._creator, max_recovery_attempts,
+                                                 max_recovery_secs, recovery_backoff_secs)
+            else:
+                self._sess = self._creator.create_session()
+        except BaseException:
+            if not self._graph_was_finalized:
+                self._graph._unsafe_unfinalize()
+            raise
+
+    @property
+    def graph(self) -> Graph | None:
+        """The graph that was launched in this session."""
+        sess = self._tf_sess()
+        return None if sess is None else sess.graph
+
+    def run(self, fetches: Any, feed_dict: Any = None, options: RunOptions | None = None,
+            run_metadata: RunMetadata | None = None) -> Any:
+        """Run ``fetches`` as ``Session.run`` does, with the hooks around the call.
+
+        Raises:
+            RuntimeError: the session is closed or a stop was requested; or two hooks (or a
+                hook and the caller) feed the same tensor (naming it).
+            OpError: what the run raised (``UnavailableError``/``AbortedError`` only once the
+                recovery attempts are used up, in a ``MonitoredSession``).
+        """
+        if self._sess is None:
+            raise RuntimeError("Attempted to use a closed MonitoredSession.")
+        return self._sess.run(fetches, feed_dict=feed_dict, options=options,
+                              run_metadata=run_metadata)
+
+    def run_step_fn(self, step_fn: Callable[[Any], Any]) -> Any:
+        """Call ``step_fn(step_context)``; it may run with or without hooks and request a stop.
+
+        Raises:
+            ValueError: ``step_fn`` does not take exactly one argument named ``step_context``.
+        """
+        params = tuple(inspect.signature(step_fn).parameters)
+        if params not in (("step_context",), ("self", "step_context")):
+            raise ValueError("`step_fn` may either have one `step_context` argument, or `self` "
+                             f"and `step_context` arguments if it's an instance method. Got "
+                             f"{params} instead.")
+        raw = self._tf_sess()
+        try:
+            return step_fn(StepContext(raw, self.run))
+        except StopIteration:
+            self._stopped_by_step_fn = True
+            raise
+
+    def should_stop(self) -> bool:
+        """True once a hook, a step function or a coordinated thread asked to stop, or the
+        session is closed."""
+        return self._sess is None or self._stopped_by_step_fn or self._sess.should_stop()
+
+    def close(self) -> None:
+        """Call the hooks' ``end`` and close the session.
+
+        Raises:
+            RuntimeError: it is already closed.
+        """
+        self._close_internal()
+
+    def __enter__(self) -> _MonitoredSession:
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
+        if exc_type is not None and issubclass(exc_type, errors.OutOfRangeError | StopIteration):
+            exc_type = None
+        self._close_internal(exc_type)
+        return exc_type is None
+
+    def _close_internal(self, exception_type: Any = None) -> None:
+        try:
+            if not exception_type:
+                for hook in self._hooks:
+                    hook.end(self._creator.tf_sess)
+        finally:
+            try:
+                if self._sess is None:
+                    raise RuntimeError("Session is already closed.")
+                self._sess.close()
+            finally:
+                self._sess = None
+                self._creator.tf_sess = None
+                if not self._graph_was_finalized:
+                    self._graph._unsafe_unfinalize()
+
+    def _is_closed(self) -> bool:
+        return self._creator.tf_sess is None
+
+    def _tf_sess(self) -> Any:
+        sess = self._sess
+        if isinstance(sess, _RecoverableSession):
+            return None if sess.sess is None else sess.sess.raw
+        return None if sess is None else sess.raw
+
+
+class MonitoredSession(_MonitoredSession):
+    """A session that initializes (or waits for) the model, calls hooks and recovers.
+
+    Args:
+        session_creator: a ``ChiefSessionCreator`` (the default) or ``WorkerSessionCreator``.
+        hooks: ``SessionRunHook`` objects.
+        stop_grace_period_secs: how long the queue-runner threads get to stop at ``close()``.
+        max_recovery_attempts: how many times one call may re-create the session after
+            ``UnavailableError``/``AbortedError`` before the error is raised.
+        max_recovery_secs: how long one call may keep recovering.
+        recovery_backoff_secs: the first pause before re-creating (doubling, at most 5 s).
+
+    Example::
+
+        with tf.train.MonitoredSession(hooks=[tf.train.StopAtStepHook(last_step=100)]) as sess:
+            while not sess.should_stop():
+                sess.run(train_op)
+    """
+
+    def __init__(self, session_creator: SessionCreator | None = None,
+                 hooks: Iterable[SessionRunHook] | None = None,
+                 stop_grace_period_secs: float = 120, *, max_recovery_attempts: int = 10,
+                 max_recovery_secs: float = 600.0, recovery_backoff_secs: float = 0.5) -> None:
+        super().__init__(session_creator, hooks, should_recover=True,
+                         stop_grace_period_secs=stop_grace_period_secs,
+                         max_recovery_attempts=max_recovery_attempts,
+                         max_recovery_secs=max_recovery_secs,
+                         recovery_backoff_secs=recovery_backoff_secs)
+
+
+class SingularMonitoredSession(_MonitoredSession):
+    """A chief's monitored session that does not recover and gives access to its raw session.
+
+    Args:
+        hooks: ``SessionRunHook`` objects.
+        scaffold, master, config, checkpoint_dir, checkpoint_filename_with_path: as for
+            ``ChiefSessionCreator``.
+    """
+
+    def __init__(self, hooks: Iterable[SessionRunHook] | None = None,
+                 scaffold: Scaffold | None = None, master: str = "",
+                 config: ConfigProto | None = None, checkpoint_dir: str | None = None,
+                 stop_grace_period_secs: float = 120,
+                 checkpoint_filename_with_path: str | None = None) -> None:
+        creator = ChiefSessionCreator(scaffold=scaffold, master=master, config=config,
+                                      checkpoint_dir=checkpoint_dir,
+                                      checkpoint_filename_with_path=checkpoint_filename_with_path)
+        super().__init__(creator, hooks, should_recover=False,
+                         stop_grace_period_secs=stop_grace_period_secs)
+
+    def raw_session(self) -> Any:
+        """The underlying ``Session`` (runs without hooks)."""
+        return self._tf_sess()
+
+
+def MonitoredTrainingSession(
+        master: str = "", is_chief: bool = True, checkpoint_dir: str | None = None,
+        scaffold: Scaffold | None = None, hooks: Iterable[SessionRunHook] | None = None,
+        chief_only_hooks: Iterable[SessionRunHook] | None = None,
+        save_checkpoint_secs: Any = USE_DEFAULT, save_summaries_steps: Any = USE_DEFAULT,
+        save_summaries_secs: Any = USE_DEFAULT, config: ConfigProto | None = None,
+        stop_grace_period_secs: float = 120, log_step_count_steps: int | None = 100,
+        max_wait_secs: float = 7200, save_checkpoint_steps: Any = USE_DEFAULT,
+        summary_dir: str | None = None, *, recovery_wait_secs: float = 0.5,
+        max_recovery_attempts: int = 10, max_recovery_secs: float = 600.0) -> MonitoredSession:
+    """A ``MonitoredSession`` for training, set up for a chief or a worker (TensorFlow 1.x).
+
+    The chief (``is_chief=True``) initializes the model and runs ``chief_only_hooks`` as well as
+    ``hooks``; a worker waits (every ``recovery_wait_secs``, up to ``max_wait_secs``) until the
+    chief has initialized it. tensorgrid has no checkpoints or summaries yet: the chief refuses a
+    ``checkpoint_dir`` (``UnimplementedError``), and with a ``summary_dir`` only the steps/sec of a
+    ``StepCounterHook`` are logged. The save_* arguments are accepted for compatibility.
+
+    Args:
+        master: the session target ('' in-process, ``server.target``, 'http://host:port').
+        recovery_wait_secs: how often a worker checks whether the model is ready.
+        max_recovery_attempts, max_recovery_secs: bounds of recovery, per ``run`` call.
+
+    Returns:
+        A ``MonitoredSession``.
+    """
+    scaffold = scaffold or Scaffold()
+    if not is_chief:
+        creator: SessionCreator = WorkerSessionCreator(
+            scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs,
+            recovery_wait_secs=recovery_wait_secs)
+        return MonitoredSession(creator, hooks=list(hooks or []),
+                                stop_grace_period_secs=stop_grace_period_secs,
+                                max_recovery_attempts=max_recovery_attempts,
+                                max_recovery_secs=max_recovery_secs)
+    creator = ChiefSessionCreator(scaffold=scaffold, checkpoint_dir=checkpoint_dir,
+                                  master=master, config=config)
+    all_hooks: list[SessionRunHook] = list(chief_only_hooks or [])
+    summary_dir = summary_dir or checkpoint_dir
+    if summary_dir and log_step_count_steps and log_step_count_steps > 0:
+        all_hooks.append(StepCounterHook(every_n_steps=log_step_count_steps,
+                                         output_dir=summary_dir))
+    all_hooks.extend(hooks or [])
+    return MonitoredSession(creator, hooks=all_hooks,
+                            stop_grace_period_secs=stop_grace_period_secs,
+                            max_recovery_attempts=max_recovery_attempts,
+                            max_recovery_secs=max_recovery_secs)

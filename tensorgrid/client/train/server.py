@@ -1,0 +1,236 @@
+"""``tf.train.ClusterSpec`` and ``tf.train.Server``: run one task of a cluster in this process.
+
+A Server serves its task (the WorkerService: a worker's or a parameter server's partitions and
+variables) and hosts a master, so ``Session(server.target)`` works as in TensorFlow 1.x between-graph
+replication: each worker's client plans its own graph, and the parameter servers' variables are
+shared by name. A session in the same process reaches the master without a socket. The gRPC server
+and the master run on an event loop in a background thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from tensorgrid.core import errors
+from tensorgrid.master.cluster import ClusterState, normalize_cluster, task_name
+from tensorgrid.master.core import MasterCore
+from tensorgrid.master.inprocess import InProcessTaskClient
+from tensorgrid.runtime.worker import WorkerCore
+
+
+class ClusterSpec:
+    """The tasks of a cluster by job: ``{"ps": ["host:port"], "worker": ["host:port", ...]}``."""
+
+    def __init__(self, cluster: Any) -> None:
+        if isinstance(cluster, ClusterSpec):
+            cluster = cluster.as_dict()
+        self._jobs = normalize_cluster(cluster or {})
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for job, tasks in self._jobs.items():
+            if sorted(tasks) == list(range(len(tasks))):
+                out[job] = [tasks[i] for i in range(len(tasks))]
+            else:
+                out[job] = dict(tasks)
+        return out
+
+    @property
+    def jobs(self) -> list[str]:
+        return list(self._jobs)
+
+    def num_tasks(self, job_name: str) -> int:
+        return len(self._job(job_name))
+
+    def task_indices(self, job_name: str) -> list[int]:
+        return sorted(self._job(job_name))
+
+    def task_address(self, job_name: str, task_index: int) -> str:
+        tasks = self._job(job_name)
+        if task_index not in tasks:
+            raise ValueError(f"No task with index {task_index} in job {job_name}")
+        return tasks[task_index]
+
+    def job_tasks(self, job_name: str) -> list[str]:
+        tasks = self._job(job_name)
+        return [tasks[i] for i in sorted(tasks)]
+
+    def _job(self, job_name: str) -> Mapping[int, str]:
+        if job_name not in self._jobs:
+            raise ValueError(f"No such job in cluster: {job_name!r}")
+        return self._jobs[job_name]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClusterSpec) and self._jobs == other._jobs
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted((j, tuple(sorted(t.items()))) for j, t in self._jobs.items())))
+
+    def __bool__(self) -> bool:
+        return bool(self._jobs)
+
+    def __repr__(self) -> str:
+        return f"ClusterSpec({self.as_dict()!r})"
+
+
+class Server:
+    """One task of a cluster, served from this process.
+
+    Args:
+        server_or_cluster_def: a ClusterSpec or its dict.
+        job_name, task_index: which task this process is.
+        config: a ConfigProto (its ``operation_timeout_in_ms`` bounds steps).
+        start: start serving now.
+    """
+
+    def __init__(self, server_or_cluster_def: Any, job_name: str | None = None,
+                 task_index: int | None = None, protocol: str | None = None,
+                 config: Any = None, start: bool = True) -> None:
+        from tensorgrid.client.local import local_devices
+        from tensorgrid.runtime.executor import LocalDevice
+
+        cluster = ClusterSpec(server_or_cluster_def)
+        if job_name is None:
+            if len(cluster.jobs) != 1:
+                raise ValueError("job_name must be given when the cluster has several jobs")
+            job_name = cluster.jobs[0]
+        if task_index is None:
+            indices = cluster.task_indices(job_name)
+            if len(indices) != 1:
+                raise ValueError("task_index must be given when the job has several tasks")
+            task_index = indices[0]
+        self.cluster_spec = cluster
+        self.job_name = job_name
+        self.task_index = int(task_index)
+        self.task_name = task_name(job_name, self.task_index)
+        self.address = cluster.task_address(job_name, self.task_index)
+        self.config = config
+        self.token = os.environ.get("TENSORGRID_TOKEN") or None
+        # this task's devices, named for the cluster
+        devices: dict[str, LocalDevice] = {}
+        for d in local_devices().values():
+            name = f"{self.task_name}/device:{d.device_type}:0"
+            devices[name] = LocalDevice(name, d.device_type, d.xp, d.resources)
+        self.worker = WorkerCore(self.task_name, devices)
+        self.worker.cluster.update(ClusterState(cluster.as_dict()).addresses())
+        self.loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._server: Any = None
+        self._stopped = threading.Event()
+        self.master: MasterCore | None = None
+        self._started = False
+        if start:
+            self.start()
+
+    @property
+    def target(self) -> str:
+        """What a Session connects to: ``grpc://host:port``."""
+        return f"grpc://{self.address}"
+
+    @property
+    def server_def(self) -> dict[str, Any]:
+        return {"cluster": self.cluster_spec.as_dict(), "job_name": self.job_name,
+                "task_index": self.task_index}
+
+    def start(self) -> None:
+        """Start serving (idempotent)."""
+        if self._started:
+            return
+        self._thread = threading.Thread(target=self._run_loop, name=f"tensorgrid{self.task_name}",
+                                        daemon=True)
+        self._thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=60)
+        except Exception:
+            self.stop()
+            raise
+        from tensorgrid.client.remote import register_local_master
+
+        register_local_master(self.target, self)
+        self._started = True
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    async def _start(self) -> None:
+        from tensorgrid.transport import shm
+        from tensorgrid.transport.channels import ChannelPool
+        from tensorgrid.transport.server import TaskServer
+        from tensorgrid.transport.worker_client import GrpcRemoteRecv, GrpcTaskClient
+
+        pool = ChannelPool()
+        self._pool = pool
+        host = shm.host_id()
+        self.worker.remote = GrpcRemoteRecv(self.worker, pool, self.token)
+        state = ClusterState(self.cluster_spec.as_dict())
+        local_client = InProcessTaskClient(self.worker, host)
+
+        def client_for(ts: Any) -> Any:
+            if ts.name == self.task_name:
+                return local_client
+            return GrpcTaskClient(ts.name, ts.address, pool, self.token)
+
+        timeout = 300.0
+        cfg = self.config
+        if cfg is not None and getattr(cfg, "operation_timeout_in_ms", None):
+            timeout = cfg.operation_timeout_in_ms / 1000.0
+        self.master = MasterCore(state, client_for, client_task=self.task_name,
+                                 default_timeout=timeout)
+        state.observe(self.task_name, self.worker.incarnation, host,
+                      [d.device_type for d in self.worker.devices.values()])
+        self._server = TaskServer(_bind_address(self.address), worker=self.worker,
+                                  master=self.master, token=self.token, host_id=host)
+        try:
+            await self._server.start()
+        except OSError as exc:
+            raise errors.UnavailableError(
+                f"Task {self.task_name} cannot listen on {self.address}: {exc}") from None
+
+    def join(self) -> None:
+        """Block until the server stops (``stop()`` from another thread, or the process ends)."""
+        self._stopped.wait()
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        from tensorgrid.client.remote import unregister_local_master
+
+        unregister_local_master(self.target)
+        if self.loop.is_running():
+            async def shutdown() -> None:
+                if self._server is not None:
+                    await self._server.stop(1.0)
+                pool = getattr(self, "_pool", None)
+                if pool is not None:
+                    await pool.close()
+
+            try:
+                asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=10)
+            except Exception:  # noqa: BLE001 - stopping must not fail
+                pass
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._started = False
+        self._stopped.set()
+
+    @staticmethod
+    def create_local_server(config: Any = None, start: bool = True) -> Server:
+        """A one-task cluster on a free loopback port."""
+        return Server({"localhost": [f"127.0.0.1:{free_port()}"]}, "localhost", 0,
+                      config=config, start=start)
+
+
+def _bind_address(address: str) -> str:
+    return os.environ.get("TENSORGRID_BIND") or address
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,510 @@
+"""Serialization: tensors, attrs and graphs to and from TensorFlow-compatible protobufs.
+
+The protobuf messages (``tensorgrid/pb``) use TensorFlow's names and field numbers, so everything
+here reads GraphDefs that TensorFlow wrote (binary, JSON or text format) and writes ones that it
+reads. These are pure functions with no network; the services call them to decode requests.
+Tensor, dtype and shape encoding lives in ``core.serde_tensor`` and is re-exported here.
+
+Every malformed input raises ``InvalidArgumentError`` (never a raw protobuf exception); inputs over
+the caller's ``GraphLimits`` raise ``ResourceExhaustedError`` before big tensors are allocated.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from google.protobuf import json_format, text_format
+from google.protobuf.message import DecodeError
+
+from tensorgrid.core import errors, ir
+from tensorgrid.core.dtypes import DType
+from tensorgrid.core.serde_tensor import (
+    _invalid,
+    _where,
+    dtype_from_enum,
+    dtype_to_enum,
+    fill_shape_proto,
+    fill_tensor_proto,
+    shape_from_proto,
+    shape_to_proto,
+    tensor_from_proto,
+    tensor_nbytes,
+    tensor_to_proto,
+)
+from tensorgrid.core.shapes import TensorShape
+from tensorgrid.pb import graph_pb2, types_pb2
+
+__all__ = [
+    "AttrPlaceholder", "GraphLimits", "NameAttrList", "attr_from_proto", "attr_to_proto",
+    "check_graph_limits", "dtype_from_enum", "dtype_to_enum", "fill_shape_proto",
+    "fill_tensor_proto", "graph_from_bytes", "graph_from_json", "graph_from_proto",
+    "graph_from_text", "graph_to_bytes", "graph_to_json", "graph_to_proto", "graph_to_text",
+    "shape_from_proto", "shape_to_proto", "tensor_from_proto", "tensor_nbytes", "tensor_to_proto",
+]
+
+_PARSE_ERRORS = (DecodeError, ValueError, RuntimeError, TypeError, OverflowError)
+
+
+# ------------------------------------------------------------------------------------- attrs
+
+
+@dataclass(frozen=True, eq=False)
+class NameAttrList:
+    """A ``func`` attr value: a function name and the attrs to instantiate it with."""
+
+    name: str
+    attr: Mapping[str, Any] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NameAttrList):
+            return NotImplemented
+        return self.name == other.name and ir.attrs_key(self.attr) == ir.attrs_key(other.attr)
+
+    def __hash__(self) -> int:
+        return hash((self.name, ir.attrs_key(self.attr)))
+
+
+@dataclass(frozen=True)
+class AttrPlaceholder:
+    """A ``placeholder`` attr value (inside function bodies): the function attr that supplies it."""
+
+    name: str
+
+
+def _attr_kind(v: Any) -> str:
+    """The AttrValue field a python value goes into."""
+    if isinstance(v, bool | np.bool_):
+        return "b"
+    if isinstance(v, int | np.integer):
+        return "i"
+    if isinstance(v, float | np.floating):
+        return "f"
+    if isinstance(v, str | bytes):
+        return "s"
+    if isinstance(v, DType):
+        return "type"
+    if isinstance(v, TensorShape):
+        return "shape"
+    if isinstance(v, np.ndarray):
+        return "tensor"
+    if isinstance(v, NameAttrList):
+        return "func"
+    if isinstance(v, AttrPlaceholder):
+        return "placeholder"
+    if isinstance(v, list | tuple):
+        return "list"
+    return ""
+
+
+def attr_to_proto(value: Any, node: str | None = None,
+                  attr: str | None = None) -> graph_pb2.AttrValue:
+    """Encode a python attr value as an AttrValue.
+
+    bool -> b, int -> i, float -> f, str (UTF-8) / bytes -> s, DType -> type, TensorShape ->
+    shape, numpy array -> tensor, NameAttrList -> func, AttrPlaceholder -> placeholder, and a
+    list/tuple of one of the first eight kinds -> list (ints mixed into floats become floats; an
+    empty list is an empty ListValue).
+
+    Raises:
+        InvalidArgumentError: the value (or a list element) has no AttrValue kind, or a list
+            mixes kinds; names the node and attr when given.
+    """
+    pb = graph_pb2.AttrValue()
+    _fill_attr(pb, value, node, attr)
+    return pb
+
+
+def _fill_attr(pb: graph_pb2.AttrValue, value: Any, node: str | None, attr: str | None) -> None:
+    kind = _attr_kind(value)
+    if kind == "list":
+        _fill_list(pb.list, value, node, attr)
+    elif kind == "":
+        raise _invalid(
+            f"Cannot encode a {type(value).__name__} as an attr value{_where(node, attr)}", node
+        )
+    elif kind == "tensor":
+        fill_tensor_proto(pb.tensor, value)
+    elif kind == "shape":
+        fill_shape_proto(pb.shape, value)
+    elif kind == "func":
+        pb.func.SetInParent()
+        pb.func.name = value.name
+        for k, v in value.attr.items():
+            _fill_attr(pb.func.attr[k], v, node, attr)
+    else:
+        setattr(pb, kind, _scalar_to_field(kind, value))
+
+
+def _scalar_to_field(kind: str, v: Any) -> Any:
+    if kind == "s":
+        return v.encode("utf-8") if isinstance(v, str) else v
+    if kind == "type":
+        return v.enum
+    if kind == "placeholder":
+        return v.name
+    return {"b": bool, "i": int, "f": float}[kind](v)
+
+
+def _fill_list(pb: graph_pb2.AttrValue.ListValue, values: Sequence[Any], node: str | None,
+               attr: str | None) -> None:
+    pb.SetInParent()  # an empty list is still a list
+    kinds = {_attr_kind(v) for v in values}
+    if kinds == {"i", "f"}:
+        kinds = {"f"}
+    if len(kinds) > 1 or kinds & {"", "list", "placeholder"}:
+        raise _invalid(f"Cannot encode a list attr of {sorted(type(v).__name__ for v in values)}; "
+                       f"elements must be of one kind{_where(node, attr)}", node)
+    if not kinds:
+        return
+    kind = kinds.pop()
+    if kind == "tensor":
+        for v in values:
+            fill_tensor_proto(pb.tensor.add(), v)
+    elif kind == "shape":
+        for v in values:
+            fill_shape_proto(pb.shape.add(), v)
+    elif kind == "func":
+        for v in values:
+            f = pb.func.add(name=v.name)
+            for k, a in v.attr.items():
+                _fill_attr(f.attr[k], a, node, attr)
+    else:
+        getattr(pb, kind).extend(_scalar_to_field(kind, v) for v in values)
+
+
+def _decode_s(b: bytes) -> str | bytes:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b
+
+
+def _decode_f(f: float) -> float:
+    # AttrValue.f is a float32: give back the shortest float that prints the same, so 0.1 written
+    # returns 0.1 rather than 0.10000000149011612.
+    return float(str(np.float32(f)))
+
+
+def attr_from_proto(pb: graph_pb2.AttrValue, node: str | None = None,
+                    attr: str | None = None) -> Any:
+    """Decode an AttrValue into the python value that ``attr_to_proto`` takes.
+
+    ``s`` becomes str when it is valid UTF-8, else bytes; ``type`` a DType; ``shape`` a
+    TensorShape; ``tensor`` a numpy array; ``func`` a NameAttrList; ``placeholder`` an
+    AttrPlaceholder; ``list`` a python list (empty when no field is set).
+
+    Raises:
+        InvalidArgumentError: no value set, an unsupported dtype, a bad tensor, or a list with
+            more than one kind of element; names the node and attr when given.
+    """
+    which = pb.WhichOneof("value")
+    if which == "list":
+        return _list_from_proto(pb.list, node, attr)
+    if which is None:
+        raise _invalid(f"Attr value is not set{_where(node, attr)}", node)
+    if which == "s":
+        return _decode_s(pb.s)
+    if which == "i":
+        return int(pb.i)
+    if which == "f":
+        return _decode_f(pb.f)
+    if which == "b":
+        return bool(pb.b)
+    if which == "type":
+        return dtype_from_enum(pb.type, node, attr)
+    if which == "shape":
+        return shape_from_proto(pb.shape, node, attr)
+    if which == "tensor":
+        return tensor_from_proto(pb.tensor, node, attr)
+    if which == "func":
+        return _func_from_proto(pb.func, node, attr)
+    return AttrPlaceholder(pb.placeholder)
+
+
+def _func_from_proto(pb: graph_pb2.NameAttrList, node: str | None,
+                     attr: str | None) -> NameAttrList:
+    return NameAttrList(pb.name, {k: attr_from_proto(pb.attr[k], node, f"{attr}.{k}")
+                                  for k in sorted(pb.attr)})
+
+
+def _list_from_proto(pb: graph_pb2.AttrValue.ListValue, node: str | None,
+                     attr: str | None) -> list[Any]:
+    present = [f.name for f, _ in pb.ListFields()]
+    if len(present) > 1:
+        raise _invalid(f"A list attr sets more than one kind of value {present}"
+                       f"{_where(node, attr)}", node)
+    if not present:
+        return []
+    kind = present[0]
+    if kind == "s":
+        return [_decode_s(b) for b in pb.s]
+    if kind == "i":
+        return [int(v) for v in pb.i]
+    if kind == "f":
+        return [_decode_f(v) for v in pb.f]
+    if kind == "b":
+        return [bool(v) for v in pb.b]
+    if kind == "type":
+        return [dtype_from_enum(v, node, attr) for v in pb.type]
+    if kind == "shape":
+        return [shape_from_proto(s, node, attr) for s in pb.shape]
+    if kind == "tensor":
+        return [tensor_from_proto(t, node, attr) for t in pb.tensor]
+    return [_func_from_proto(f, node, attr) for f in pb.func]
+
+
+# ------------------------------------------------------------------------------------ graphs
+
+
+@dataclass(frozen=True)
+class GraphLimits:
+    """Caps on what decoding a GraphDef may allocate (None: no cap).
+
+    Attributes:
+        max_nodes: most nodes a graph may have.
+        max_tensor_bytes: most bytes all its tensor attrs may take once decoded (see
+            ``tensor_nbytes``: a small message may describe a huge tensor).
+        max_message_bytes: most bytes of the encoded graph (binary, JSON or text).
+    """
+
+    max_nodes: int | None = None
+    max_tensor_bytes: int | None = None
+    max_message_bytes: int | None = None
+
+
+def _attr_tensors(pb: graph_pb2.AttrValue) -> Iterator[types_pb2.TensorProto]:
+    """Every TensorProto inside an AttrValue, func attrs included (iteratively)."""
+    stack = [pb]
+    while stack:
+        a = stack.pop()
+        which = a.WhichOneof("value")
+        if which == "tensor":
+            yield a.tensor
+        elif which == "func":
+            stack.extend(a.func.attr.values())
+        elif which == "list":
+            yield from a.list.tensor
+            for f in a.list.func:
+                stack.extend(f.attr.values())
+
+
+def check_graph_limits(pb: graph_pb2.GraphDef, limits: GraphLimits) -> None:
+    """Check a parsed GraphDef against limits before any of its tensors is decoded.
+
+    Raises:
+        ResourceExhaustedError: too many nodes, or tensors that would take too many bytes (names
+            the node and attr where the total went over).
+        InvalidArgumentError: a tensor with an unknown dtype or a partial shape.
+    """
+    if limits.max_nodes is not None and len(pb.node) > limits.max_nodes:
+        raise errors.ResourceExhaustedError(
+            f"GraphDef has {len(pb.node)} nodes, over the limit of {limits.max_nodes}"
+        )
+    if limits.max_tensor_bytes is None:
+        return
+    total = 0
+    for n in pb.node:
+        for key in sorted(n.attr):
+            for t in _attr_tensors(n.attr[key]):
+                total += tensor_nbytes(t, n.name, key)
+                if total > limits.max_tensor_bytes:
+                    raise errors.ResourceExhaustedError(
+                        f"GraphDef's tensors take at least {total} bytes, over the limit of "
+                        f"{limits.max_tensor_bytes} (reached at node '{n.name}', attr '{key}')",
+                        node_name=n.name, op_type=n.op,
+                    )
+
+
+def _check_message_size(size: int, limits: GraphLimits | None, what: str) -> None:
+    if limits is not None and limits.max_message_bytes is not None \
+            and size > limits.max_message_bytes:
+        raise errors.ResourceExhaustedError(
+            f"{what} is {size} bytes, over the limit of {limits.max_message_bytes}"
+        )
+
+
+def graph_to_proto(graph_def: ir.GraphDef) -> graph_pb2.GraphDef:
+    """Encode an IR GraphDef as a protobuf GraphDef (``versions.producer`` = its producer).
+
+    The IR's ``version`` (a change counter for caches) is not encoded.
+
+    Raises:
+        InvalidArgumentError: an attr value that cannot be encoded (names the node and attr).
+    """
+    pb = graph_pb2.GraphDef()
+    pb.versions.producer = graph_def.producer
+    for n in graph_def.nodes:
+        npb = pb.node.add(name=n.name, op=n.op, input=list(n.inputs), device=n.device)
+        for key, value in n.attrs.items():
+            _fill_attr(npb.attr[key], value, n.name, key)
+    return pb
+
+
+def graph_from_proto(pb: graph_pb2.GraphDef, limits: GraphLimits | None = None) -> ir.GraphDef:
+    """Decode a protobuf GraphDef into the IR, checking ``limits`` first when given.
+
+    Raises:
+        ResourceExhaustedError: over the limits.
+        InvalidArgumentError: a node without name or op, a duplicate node name, an attr that cannot
+            be decoded (names the node and attr).
+    """
+    if limits is not None:
+        check_graph_limits(pb, limits)
+    nodes: list[ir.NodeDef] = []
+    seen: set[str] = set()
+    for i, n in enumerate(pb.node):
+        if not n.name:
+            raise _invalid(f"Node #{i} (op {n.op or '?'}) has no name")
+        if not n.op:
+            raise _invalid(f"Node '{n.name}' has no op", n.name)
+        if n.name in seen:
+            raise _invalid(f"Duplicate node name '{n.name}' in GraphDef", n.name, n.op)
+        seen.add(n.name)
+        attrs = {key: attr_from_proto(n.attr[key], n.name, key) for key in sorted(n.attr)}
+        nodes.append(ir.NodeDef(n.name, n.op, tuple(n.input), n.device, attrs))
+    return ir.GraphDef(tuple(nodes), producer=pb.versions.producer)
+
+
+def graph_to_bytes(graph_def: ir.GraphDef) -> bytes:
+    """The binary GraphDef (deterministic: equal graphs give equal bytes)."""
+    return graph_to_proto(graph_def).SerializeToString(deterministic=True)
+
+
+def graph_from_bytes(data: bytes | bytearray | memoryview,
+                     limits: GraphLimits | None = None) -> ir.GraphDef:
+    """Decode a binary GraphDef, with its size checked before parsing and its node count and tensor
+    bytes checked before any tensor is decoded.
+
+    Raises:
+        TypeError: ``data`` is not bytes-like.
+        ResourceExhaustedError: over the limits.
+        InvalidArgumentError: the bytes are not a GraphDef, or the graph is malformed.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"graph_from_bytes takes bytes, got {type(data).__name__}")
+    _check_message_size(len(data), limits, "Serialized GraphDef")
+    pb = graph_pb2.GraphDef()
+    try:
+        pb.ParseFromString(bytes(data))
+    except _PARSE_ERRORS as exc:
+        raise _invalid(f"Malformed GraphDef: {len(data)} bytes do not parse as a binary GraphDef "
+                       f"({exc})") from None
+    return graph_from_proto(pb, limits)
+
+
+def graph_to_json(graph_def: ir.GraphDef, indent: int | None = 2) -> str:
+    """The GraphDef in protobuf's JSON mapping (camelCase names, enums by name, bytes as base64),
+    the form TensorFlow's ``json_format.MessageToJson`` writes."""
+    return json_format.MessageToJson(graph_to_proto(graph_def), indent=indent)
+
+
+_NODE_INDEX = re.compile(r"\bnode\[(\d+)\]")
+
+
+def graph_from_json(text: str | bytes, limits: GraphLimits | None = None, *,
+                    ignore_unknown_fields: bool = True) -> ir.GraphDef:
+    """Decode a GraphDef from protobuf's JSON mapping (TensorFlow's JSON form included:
+    ``"attr": {"T": {"type": "DT_FLOAT"}}``, camelCase or snake_case field names).
+
+    Args:
+        text: the JSON document.
+        limits: checked on the text's size, then on the parsed graph before tensors are decoded.
+        ignore_unknown_fields: drop fields tensorgrid does not model (TensorFlow's debug info,
+            function bodies, ...). Unknown enum names (an unknown ``DT_...``) still fail.
+
+    Raises:
+        ResourceExhaustedError: over the limits.
+        InvalidArgumentError: not JSON, not a GraphDef, or an unknown enum name (names the node).
+    """
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _invalid(f"Malformed GraphDef JSON: not UTF-8 ({exc})") from None
+    _check_message_size(len(text.encode("utf-8")), limits, "GraphDef JSON")
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _invalid(f"Malformed GraphDef JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise _invalid(f"Malformed GraphDef JSON: expected an object, got {type(doc).__name__}")
+    if ignore_unknown_fields:
+        _drop_unknown_fields(doc, graph_pb2.GraphDef.DESCRIPTOR)
+    pb = graph_pb2.GraphDef()
+    try:
+        json_format.ParseDict(doc, pb)
+    except (json_format.ParseError, *_PARSE_ERRORS) as exc:
+        node = _node_named_in(str(exc), doc)
+        raise _invalid(f"Malformed GraphDef JSON: {exc}{_where(node, None)}", node) from None
+    return graph_from_proto(pb, limits)
+
+
+def _node_named_in(message: str, doc: dict[str, Any]) -> str | None:
+    """The name of the node that a json_format error's path ('node[3]') points at."""
+    m = _NODE_INDEX.search(message)
+    nodes = doc.get("node")
+    if m is None or not isinstance(nodes, list) or int(m.group(1)) >= len(nodes):
+        return None
+    entry = nodes[int(m.group(1))]
+    name = entry.get("name") if isinstance(entry, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _drop_unknown_fields(doc: dict[str, Any], desc: Any) -> None:
+    """Remove, in place, keys that name no field of the message (at every depth).
+
+    json_format's own ``ignore_unknown_fields`` would also drop unknown enum names silently (an
+    unknown DT_... in a list of types would vanish); this drops only fields.
+    """
+    stack: list[tuple[dict[str, Any], Any]] = [(doc, desc)]
+    while stack:
+        obj, d = stack.pop()
+        for key in list(obj):
+            f = d.fields_by_camelcase_name.get(key) or d.fields_by_name.get(key)
+            if f is None:
+                del obj[key]
+                continue
+            sub = f.message_type
+            if sub is None:
+                continue
+            value = obj[key]
+            if sub.GetOptions().map_entry:
+                value_field = sub.fields_by_name["value"]
+                if value_field.message_type is not None and isinstance(value, dict):
+                    stack.extend((v, value_field.message_type) for v in value.values()
+                                 if isinstance(v, dict))
+            elif isinstance(value, list):
+                stack.extend((v, sub) for v in value if isinstance(v, dict))
+            elif isinstance(value, dict):
+                stack.append((value, sub))
+
+
+def graph_to_text(graph_def: ir.GraphDef) -> str:
+    """The GraphDef in protobuf text format (TensorFlow's ``.pbtxt``)."""
+    return text_format.MessageToString(graph_to_proto(graph_def))
+
+
+def graph_from_text(text: str | bytes, limits: GraphLimits | None = None) -> ir.GraphDef:
+    """Decode a GraphDef from protobuf text format (a ``.pbtxt`` TensorFlow wrote).
+
+    Raises:
+        ResourceExhaustedError: over the limits.
+        InvalidArgumentError: not a text-format GraphDef, or a malformed graph.
+    """
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _invalid(f"Malformed GraphDef text: not UTF-8 ({exc})") from None
+    _check_message_size(len(text.encode("utf-8")), limits, "GraphDef text")
+    pb = graph_pb2.GraphDef()
+    try:
+        text_format.Parse(text, pb)
+    except (text_format.ParseError, *_PARSE_ERRORS) as exc:
+        raise _invalid(f"Malformed GraphDef text: {exc}") from None
+    return graph_from_proto(pb, limits)

@@ -1,0 +1,1 @@
+"""The master: cluster state, sessions, planning and step driving (no network code)."""

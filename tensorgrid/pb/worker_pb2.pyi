@@ -1,0 +1,160 @@
+from tensorgrid.pb import graph_pb2 as _graph_pb2
+from tensorgrid.pb import types_pb2 as _types_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RegisterGraphRequest(_message.Message):
+    __slots__ = ("session_handle", "graph_def", "cluster", "expected_incarnation")
+    class ClusterEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    session_handle: str
+    graph_def: _graph_pb2.GraphDef
+    cluster: _containers.ScalarMap[str, str]
+    expected_incarnation: int
+    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., cluster: _Optional[_Mapping[str, str]] = ..., expected_incarnation: _Optional[int] = ...) -> None: ...
+
+class RegisterGraphResponse(_message.Message):
+    __slots__ = ("graph_handle", "incarnation")
+    GRAPH_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    graph_handle: str
+    incarnation: int
+    def __init__(self, graph_handle: _Optional[str] = ..., incarnation: _Optional[int] = ...) -> None: ...
+
+class DeregisterGraphRequest(_message.Message):
+    __slots__ = ("graph_handle", "session_handle")
+    GRAPH_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    graph_handle: str
+    session_handle: str
+    def __init__(self, graph_handle: _Optional[str] = ..., session_handle: _Optional[str] = ...) -> None: ...
+
+class DeregisterGraphResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RunGraphRequest(_message.Message):
+    __slots__ = ("graph_handle", "step_id", "args", "timeout_ms")
+    GRAPH_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    graph_handle: str
+    step_id: int
+    args: _containers.RepeatedCompositeFieldContainer[_types_pb2.TensorProto]
+    timeout_ms: int
+    def __init__(self, graph_handle: _Optional[str] = ..., step_id: _Optional[int] = ..., args: _Optional[_Iterable[_Union[_types_pb2.TensorProto, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class RunGraphResponse(_message.Message):
+    __slots__ = ("rets",)
+    RETS_FIELD_NUMBER: _ClassVar[int]
+    rets: _containers.RepeatedCompositeFieldContainer[_types_pb2.TensorProto]
+    def __init__(self, rets: _Optional[_Iterable[_Union[_types_pb2.TensorProto, _Mapping]]] = ...) -> None: ...
+
+class RecvTensorRequest(_message.Message):
+    __slots__ = ("step_id", "keys", "host_id")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    host_id: str
+    def __init__(self, step_id: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., host_id: _Optional[str] = ...) -> None: ...
+
+class RecvTensorChunk(_message.Message):
+    __slots__ = ("index", "inline", "dtype", "shape", "data", "offset", "shm_name")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    INLINE_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SHM_NAME_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    inline: _types_pb2.TensorProto
+    dtype: _types_pb2.DataType
+    shape: _types_pb2.TensorShapeProto
+    data: bytes
+    offset: int
+    shm_name: str
+    def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ...) -> None: ...
+
+class CleanupGraphRequest(_message.Message):
+    __slots__ = ("step_id",)
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    def __init__(self, step_id: _Optional[int] = ...) -> None: ...
+
+class CleanupGraphResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AbortRequest(_message.Message):
+    __slots__ = ("step_id", "code", "message")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    code: int
+    message: str
+    def __init__(self, step_id: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class AbortResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DeviceAttributes(_message.Message):
+    __slots__ = ("name", "device_type")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    device_type: str
+    def __init__(self, name: _Optional[str] = ..., device_type: _Optional[str] = ...) -> None: ...
+
+class GetStatusResponse(_message.Message):
+    __slots__ = ("task", "incarnation", "host_id", "devices", "graphs", "live_steps", "steps_run", "uptime_s")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    GRAPHS_FIELD_NUMBER: _ClassVar[int]
+    LIVE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    STEPS_RUN_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    incarnation: int
+    host_id: str
+    devices: _containers.RepeatedCompositeFieldContainer[DeviceAttributes]
+    graphs: int
+    live_steps: int
+    steps_run: int
+    uptime_s: float
+    def __init__(self, task: _Optional[str] = ..., incarnation: _Optional[int] = ..., host_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., graphs: _Optional[int] = ..., live_steps: _Optional[int] = ..., steps_run: _Optional[int] = ..., uptime_s: _Optional[float] = ...) -> None: ...
+
+class ResetRequest(_message.Message):
+    __slots__ = ("containers",)
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    containers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, containers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ResetResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -1,0 +1,187 @@
+"""The rendezvous: per step, a table of channels keyed by a deterministic key.
+
+Key: ``src_device;src_incarnation;dst_device;tensor_name;frame:iter``. ``send`` never blocks;
+``recv`` waits until the value is there; ``abort`` fails everything pending, and every later call
+on that step, with the abort's error. Each key carries exactly one value to exactly one receiver (the
+partitioner makes one transfer per tensor and destination task), so a consumed channel is dropped and
+a step whose table is empty holds nothing.
+
+Everything here runs on one event loop thread: no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tensorgrid.core import errors
+
+
+def make_key(send_device: str, incarnation: int, recv_device: str, tensor_name: str,
+             frame_iter: str = "0:0") -> str:
+    return f"{send_device};{incarnation:x};{recv_device};{tensor_name};{frame_iter}"
+
+
+@dataclass(frozen=True)
+class ParsedKey:
+    send_device: str
+    incarnation: int
+    recv_device: str
+    tensor_name: str
+    frame_iter: str
+
+
+def parse_key(key: str) -> ParsedKey:
+    """Split a rendezvous key.
+
+    Raises:
+        InvalidArgumentError: the key does not have five ';'-separated parts.
+    """
+    parts = key.split(";")
+    if len(parts) != 5:
+        raise errors.InvalidArgumentError(f"Malformed rendezvous key {key!r}")
+    try:
+        inc = int(parts[1], 16)
+    except ValueError as exc:
+        raise errors.InvalidArgumentError(f"Malformed incarnation in rendezvous key {key!r}") \
+            from exc
+    return ParsedKey(parts[0], inc, parts[2], parts[3], parts[4])
+
+
+class _Sent:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Rendezvous:
+    """The channels of one step on one task."""
+
+    __slots__ = ("step_id", "_table", "_error", "created", "done")
+
+    def __init__(self, step_id: int) -> None:
+        self.step_id = step_id
+        self._table: dict[str, _Sent | asyncio.Future[Any]] = {}
+        self._error: errors.OpError | None = None
+        self.created = time.monotonic()
+        self.done = False  # the local RunGraph of this step has finished
+
+    @property
+    def aborted(self) -> errors.OpError | None:
+        return self._error
+
+    def is_empty(self) -> bool:
+        return not self._table
+
+    def send(self, key: str, value: Any) -> None:
+        """Deliver a value; never blocks.
+
+        Raises:
+            the abort error when the step was aborted; InternalError on a duplicate send.
+        """
+        if self._error is not None:
+            raise self._error
+        item = self._table.get(key)
+        if item is None:
+            self._table[key] = _Sent(value)
+        elif isinstance(item, _Sent):
+            raise errors.InternalError(f"Duplicate send of rendezvous key {key} in step {self.step_id}")
+        else:
+            del self._table[key]
+            if not item.done():
+                item.set_result(value)
+
+    async def recv(self, key: str) -> Any:
+        """Wait for, take and return the value of ``key``.
+
+        Raises:
+            the abort error when the step is (or gets) aborted.
+        """
+        if self._error is not None:
+            raise self._error
+        item = self._table.get(key)
+        if isinstance(item, _Sent):
+            del self._table[key]
+            return item.value
+        if item is None:
+            item = asyncio.get_running_loop().create_future()
+            self._table[key] = item
+        try:
+            return await item
+        except asyncio.CancelledError:
+            if self._table.get(key) is item:
+                del self._table[key]
+            raise
+
+    def abort(self, error: errors.OpError) -> None:
+        """Fail every pending recv and every later call with ``error``; drop sent values."""
+        if self._error is None:
+            self._error = error
+        for item in self._table.values():
+            if isinstance(item, asyncio.Future) and not item.done():
+                item.set_exception(error)
+        self._table.clear()
+
+
+class RendezvousMgr:
+    """The rendezvous of every live step of a task, by step id.
+
+    A step's rendezvous is created by whichever comes first: the local RunGraph or a peer's
+    RecvTensor. It is dropped when the local step is done and its table is empty; aborted steps are
+    remembered for ``ttl`` seconds so late calls fail fast; leftovers of steps whose consumer vanished
+    are swept after ``ttl``.
+    """
+
+    def __init__(self, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._steps: dict[int, Rendezvous] = {}
+        self._ttl = ttl
+        self._clock = clock
+        self._last_sweep = clock()
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def find_or_create(self, step_id: int) -> Rendezvous:
+        rdv = self._steps.get(step_id)
+        if rdv is None:
+            rdv = self._steps[step_id] = Rendezvous(step_id)
+            self._maybe_sweep()
+        return rdv
+
+    def get(self, step_id: int) -> Rendezvous | None:
+        return self._steps.get(step_id)
+
+    def step_done(self, step_id: int) -> None:
+        """The local part of the step has finished: drop the rendezvous if nothing is pending."""
+        rdv = self._steps.get(step_id)
+        if rdv is None:
+            return
+        rdv.done = True
+        if rdv.aborted is None and rdv.is_empty():
+            del self._steps[step_id]
+
+    def consumed(self, step_id: int) -> None:
+        """A peer took a value: drop the rendezvous if that emptied a finished step."""
+        rdv = self._steps.get(step_id)
+        if rdv is not None and rdv.done and rdv.aborted is None and rdv.is_empty():
+            del self._steps[step_id]
+
+    def abort(self, step_id: int, error: errors.OpError) -> None:
+        self.find_or_create(step_id).abort(error)
+
+    def abort_all(self, error: errors.OpError) -> None:
+        for rdv in list(self._steps.values()):
+            rdv.abort(error)
+
+    def _maybe_sweep(self) -> None:
+        now = self._clock()
+        if now - self._last_sweep < self._ttl / 4:
+            return
+        self._last_sweep = now
+        for sid, rdv in list(self._steps.items()):
+            if now - rdv.created > self._ttl and (rdv.done or rdv.aborted is not None):
+                del self._steps[sid]

@@ -1,0 +1,242 @@
+"""The worker core: what a worker or parameter-server task does, without the network.
+
+``WorkerCore`` owns the task's devices and resources (variables live here, shared by name by every
+graph registered on the task), a graph manager (registered partitions by handle) and the rendezvous
+of live steps. The transport layer wraps it in a gRPC servicer and gives it a ``RemoteRecv`` to fetch
+tensors from peer tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from tensorgrid.compiler.infer import infer_graph
+from tensorgrid.core import errors
+from tensorgrid.core.device import task_of
+from tensorgrid.core.ir import NodeDef
+from tensorgrid.runtime.executor import Executable, LocalDevice, StepContext
+from tensorgrid.runtime.rendezvous import RendezvousMgr, parse_key
+from tensorgrid.runtime.resources import ResourceMgr
+
+
+class RemoteRecv(Protocol):
+    """Fetches a tensor that a peer task sends in a step (implemented by the transport)."""
+
+    async def recv(self, src_task: str, step_id: int, key: str) -> Any: ...
+
+
+def new_incarnation() -> int:
+    """A random, nonzero 63-bit number that tells this start of a task from any other."""
+    return secrets.randbits(63) | 1
+
+
+@dataclass
+class RegisteredGraph:
+    handle: str
+    session: str
+    exe: Executable
+    nodes: tuple[NodeDef, ...]
+    registered_at: float = field(default_factory=time.time)
+    runs: int = 0
+
+
+class StepRendezvous:
+    """What _Send/_Recv kernels see: the step's local table, and the way to peers."""
+
+    __slots__ = ("local", "worker", "step_id")
+
+    def __init__(self, local: Any, worker: WorkerCore, step_id: int) -> None:
+        self.local = local
+        self.worker = worker
+        self.step_id = step_id
+
+    def send(self, key: str, value: Any) -> None:
+        self.local.send(key, value)
+
+    async def recv(self, key: str, src_task: str) -> Any:
+        if src_task == self.worker.task:
+            return await self.local.recv(key)
+        remote = self.worker.remote
+        if remote is None:
+            raise errors.UnavailableError(
+                f"Task {self.worker.task} cannot reach {src_task}: no transport configured")
+        return await remote.recv(src_task, self.step_id, key)
+
+
+class WorkerCore:
+    """One task's runtime: registered graphs, resources, rendezvous.
+
+    Args:
+        task: this task's name, '/job:J/replica:0/task:T'.
+        devices: its local devices by full name (CPU:0 first).
+        remote: how to receive from peers (None for a single task).
+    """
+
+    def __init__(self, task: str, devices: Mapping[str, LocalDevice] | None = None,
+                 remote: RemoteRecv | None = None, rendezvous_ttl: float = 60.0) -> None:
+        self.task = task
+        if devices is None:
+            cpu = f"{task}/device:CPU:0"
+            devices = {cpu: LocalDevice(cpu, "CPU", np, ResourceMgr())}
+        self.devices = dict(devices)
+        self.default_device = next(iter(self.devices))
+        self.remote = remote
+        self.incarnation = new_incarnation()
+        self.started = time.time()
+        self.graphs: dict[str, RegisteredGraph] = {}
+        self.rendezvous = RendezvousMgr(ttl=rendezvous_ttl)
+        self.cluster: dict[str, str] = {}  # task name -> address, as the master last told us
+        self._handles = itertools.count(1)
+        self._prefix = f"{os.getpid():x}{secrets.token_hex(3)}"
+        self.steps_run = 0
+        self.steps_failed = 0
+        self._running: dict[int, asyncio.Task[Any]] = {}
+
+    # ------------------------------------------------------------------ graphs
+    def register_graph(self, nodes: Sequence[NodeDef], session: str = "",
+                       cluster: Mapping[str, str] | None = None) -> str:
+        """Build a partition's executor and return its handle.
+
+        Raises:
+            InvalidArgumentError / NotFoundError: the partition is malformed, names a device
+                not on this task, or uses an op without a kernel here (names the node).
+        """
+        for n in nodes:
+            if n.device and task_of(n.device) != self.task:
+                raise errors.InvalidArgumentError(
+                    f"Node '{n.name}' is placed on {n.device}, which is not on task {self.task}",
+                    node_name=n.name, op_type=n.op)
+        specs = infer_graph(nodes)
+        exe = Executable(nodes, self.devices, self.default_device, specs)
+        if cluster:
+            self.cluster.update(cluster)
+        handle = f"{self._prefix}-{next(self._handles)}"
+        self.graphs[handle] = RegisteredGraph(handle, session, exe, tuple(nodes))
+        return handle
+
+    def deregister_graph(self, handle: str) -> None:
+        if self.graphs.pop(handle, None) is None:
+            raise errors.NotFoundError(f"Graph handle {handle} is not registered on {self.task}")
+
+    def deregister_session(self, session: str) -> int:
+        gone = [h for h, g in self.graphs.items() if g.session == session]
+        for h in gone:
+            del self.graphs[h]
+        return len(gone)
+
+    # ------------------------------------------------------------------ steps
+    async def run_graph(self, handle: str, step_id: int, args: Sequence[Any],
+                        timeout: float | None = None) -> list[Any]:
+        """Run one step of a registered partition and return its ``_Retval`` values.
+
+        On failure the step's rendezvous is aborted, so peers waiting on this task fail too.
+
+        Raises:
+            NotFoundError: unknown handle. DeadlineExceededError: ``timeout`` passed.
+            OpError: what a kernel raised (naming the node), or the step's abort error.
+        """
+        graph = self.graphs.get(handle)
+        if graph is None:
+            raise errors.NotFoundError(
+                f"Graph handle {handle} is not registered on {self.task} (was the task restarted? "
+                f"its incarnation is now {self.incarnation:x})")
+        rdv = self.rendezvous.find_or_create(step_id)
+        if rdv.aborted is not None:
+            raise rdv.aborted
+        step = StepContext(step_id=step_id, args=args, rets=[None] * graph.exe.num_rets,
+                           rendezvous=StepRendezvous(rdv, self, step_id))
+        graph.runs += 1
+        try:
+            if not graph.exe.has_async:
+                rets = graph.exe.run_sync(step)
+            else:
+                task = asyncio.ensure_future(graph.exe.run_async(step))
+                self._running[step_id] = task
+                try:
+                    rets = await asyncio.wait_for(task, timeout) if timeout else await task
+                except asyncio.TimeoutError:
+                    raise errors.DeadlineExceededError(
+                        f"Step {step_id} on {self.task} did not finish within {timeout:.3g}s") \
+                        from None
+                except asyncio.CancelledError:
+                    err = rdv.aborted or errors.CancelledError(f"Step {step_id} was cancelled")
+                    raise err from None
+                finally:
+                    self._running.pop(step_id, None)
+        except errors.OpError as exc:
+            self.steps_failed += 1
+            self.rendezvous.abort(step_id, _as_abort(exc, self.task))
+            raise
+        finally:
+            self.rendezvous.step_done(step_id)
+        self.steps_run += 1
+        return rets
+
+    async def recv_tensor(self, step_id: int, key: str) -> Any:
+        """Take a value this task sends in a step, waiting until it is produced (RecvTensor).
+
+        Raises:
+            AbortedError: the key names another incarnation of this task (it restarted), or the
+                step was aborted.
+        """
+        parsed = parse_key(key)
+        if task_of(parsed.send_device) != self.task:
+            raise errors.InvalidArgumentError(
+                f"Rendezvous key {key} names sender {parsed.send_device}, not on task {self.task}")
+        if parsed.incarnation and parsed.incarnation != self.incarnation:
+            raise errors.AbortedError(
+                f"Task {self.task} was restarted: the step expected incarnation "
+                f"{parsed.incarnation:x}, this is {self.incarnation:x}; recreate the session")
+        rdv = self.rendezvous.find_or_create(step_id)
+        value = await rdv.recv(key)
+        self.rendezvous.consumed(step_id)
+        return value
+
+    def abort_step(self, step_id: int, message: str = "",
+                   code: int = errors.ABORTED) -> None:
+        """Fail the step here: pending receives and running kernels stop with the given error."""
+        err = errors.make_error(code, message or f"Step {step_id} was aborted")
+        self.rendezvous.abort(step_id, err)
+        task = self._running.get(step_id)
+        if task is not None:
+            task.cancel()
+
+    def abort_all(self, message: str) -> None:
+        self.rendezvous.abort_all(errors.AbortedError(message))
+        for task in list(self._running.values()):
+            task.cancel()
+
+    # ------------------------------------------------------------------ state
+    def reset(self, containers: Sequence[str] | None = None) -> None:
+        """Drop variables (of the given containers, or all) on every device of the task."""
+        for dev in self.devices.values():
+            dev.resources.reset(list(containers) if containers else None)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "incarnation": self.incarnation,
+            "devices": [{"name": d.name, "type": d.device_type} for d in self.devices.values()],
+            "graphs": len(self.graphs),
+            "live_steps": len(self.rendezvous),
+            "steps_run": self.steps_run,
+            "steps_failed": self.steps_failed,
+            "uptime_s": time.time() - self.started,
+        }
+
+
+def _as_abort(exc: errors.OpError, task: str) -> errors.OpError:
+    """What peers of a failed step see: the same code, saying where it failed."""
+    if exc.error_code in (errors.ABORTED, errors.CANCELLED, errors.UNAVAILABLE):
+        return exc
+    return errors.AbortedError(f"Step aborted: {task} failed: {exc.message}",
+                               node_name=exc.node_name, op_type=exc.op_type, device=exc.device)

@@ -1,0 +1,89 @@
+"""The MasterService servicer: the session protocol over gRPC (``Session("grpc://host:port")``) and
+the heartbeats tasks send."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensorgrid.core import serde
+from tensorgrid.master.core import MasterCore
+from tensorgrid.master.session import SessionOptions
+from tensorgrid.pb import master_pb2, master_pb2_grpc
+from tensorgrid.transport import tensors
+from tensorgrid.transport.status import abort_with
+
+
+def options_from_proto(pb: Any) -> SessionOptions:
+    return SessionOptions(
+        allow_soft_placement=pb.allow_soft_placement,
+        log_device_placement=pb.log_device_placement,
+        device_filters=tuple(pb.device_filters),
+        do_cse=not pb.disable_cse,
+        do_constant_folding=not pb.disable_constant_folding,
+        timeout_s=pb.operation_timeout_ms / 1000.0,
+        client_task=pb.client_task,
+    )
+
+
+class MasterServicer(master_pb2_grpc.MasterServiceServicer):
+    """Serves a MasterCore."""
+
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
+
+    async def CreateSession(self, request: Any, context: Any) -> Any:
+        try:
+            graph = serde.graph_from_proto(request.graph_def)
+            s = await self.core.create_session(graph.nodes, options_from_proto(request.options))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a status
+            await abort_with(context, exc)
+            raise
+        return master_pb2.CreateSessionResponse(session_handle=s.handle, graph_version=s.version)
+
+    async def ExtendSession(self, request: Any, context: Any) -> Any:
+        try:
+            s = self.core.session(request.session_handle)
+            graph = serde.graph_from_proto(request.graph_def)
+            version = s.extend(graph.nodes, request.current_graph_version)
+        except Exception as exc:  # noqa: BLE001
+            await abort_with(context, exc)
+            raise
+        return master_pb2.ExtendSessionResponse(new_graph_version=version)
+
+    async def RunStep(self, request: Any, context: Any) -> Any:
+        try:
+            s = self.core.session(request.session_handle)
+            feeds = [(f.name, tensors.from_proto(f.tensor)) for f in request.feed]
+            timeout = request.timeout_ms / 1000.0 if request.timeout_ms else None
+            values = await s.run(feeds, list(request.fetch), list(request.target), timeout)
+        except Exception as exc:  # noqa: BLE001
+            await abort_with(context, exc)
+            raise
+        return master_pb2.RunStepResponse(tensor=[
+            master_pb2.NamedTensor(name=n, tensor=tensors.to_proto(v))
+            for n, v in zip(request.fetch, values)])
+
+    async def CloseSession(self, request: Any, context: Any) -> Any:
+        try:
+            await self.core.close_session(request.session_handle)
+        except Exception as exc:  # noqa: BLE001
+            await abort_with(context, exc)
+        return master_pb2.CloseSessionResponse()
+
+    async def ListDevices(self, request: Any, context: Any) -> Any:
+        return master_pb2.ListDevicesResponse(devices=self.core.list_devices())
+
+    async def Reset(self, request: Any, context: Any) -> Any:
+        try:
+            await self.core.reset(list(request.containers))
+        except Exception as exc:  # noqa: BLE001
+            await abort_with(context, exc)
+        return master_pb2.ResetSessionStateResponse()
+
+    async def Heartbeat(self, request: Any, context: Any) -> Any:
+        try:
+            self.core.heartbeat(request.task, request.incarnation, request.address,
+                                request.host_id)
+        except Exception as exc:  # noqa: BLE001
+            await abort_with(context, exc)
+        return master_pb2.HeartbeatResponse(master_incarnation=self.core.incarnation)

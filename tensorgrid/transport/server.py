@@ -1,0 +1,100 @@
+"""A task's gRPC server: the WorkerService (workers and parameter servers), the MasterService (when
+the task hosts a master, as a ``train.Server`` does), and gRPC health checking. An optional bearer
+token guards every call but the health check."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from tensorgrid.master.core import MasterCore
+from tensorgrid.pb import master_pb2_grpc, worker_pb2_grpc
+from tensorgrid.runtime.worker import WorkerCore
+from tensorgrid.transport.channels import CHANNEL_OPTIONS
+from tensorgrid.transport.master_service import MasterServicer
+from tensorgrid.transport.worker_service import WorkerServicer
+
+SERVICE_WORKER = "tensorgrid.WorkerService"
+SERVICE_MASTER = "tensorgrid.MasterService"
+
+
+class _TokenInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}"
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
+                                details: Any) -> Any:
+        if details.method.startswith("/grpc.health.v1.Health/"):
+            return await continuation(details)
+        given = dict(details.invocation_metadata or ()).get("authorization", "")
+        if hmac.compare_digest(given, self._expected):
+            return await continuation(details)
+
+        async def deny(request: Any, context: Any) -> Any:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                "Missing or wrong bearer token (set TENSORGRID_TOKEN)")
+
+        return grpc.unary_unary_rpc_method_handler(deny)
+
+
+class TaskServer:
+    """The gRPC server of one task.
+
+    Args:
+        bind: the address to listen on ('127.0.0.1:0' picks a free port).
+        worker: the task's WorkerCore, served as WorkerService.
+        master: a MasterCore to serve as MasterService, if this task hosts one.
+        token: a bearer token every caller must present.
+    """
+
+    def __init__(self, bind: str, worker: WorkerCore | None = None,
+                 master: MasterCore | None = None, token: str | None = None,
+                 host_id: str = "") -> None:
+        self.bind = bind
+        self.worker = worker
+        self.master = master
+        self.token = token
+        self.host_id = host_id
+        self.port = 0
+        self.health = HealthServicer()
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> int:
+        """Start serving; returns the bound port."""
+        interceptors = [_TokenInterceptor(self.token)] if self.token else []
+        server = grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=interceptors)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        if self.worker is not None:
+            worker_pb2_grpc.add_WorkerServiceServicer_to_server(
+                WorkerServicer(self.worker, self.host_id), server)
+        if self.master is not None:
+            master_pb2_grpc.add_MasterServiceServicer_to_server(MasterServicer(self.master), server)
+        self.port = server.add_insecure_port(self.bind)
+        if self.port == 0:
+            raise OSError(f"Cannot listen on {self.bind}")
+        await server.start()
+        self._server = server
+        serving = health_pb2.HealthCheckResponse.SERVING
+        await self.health.set("", serving)
+        if self.worker is not None:
+            await self.health.set(SERVICE_WORKER, serving)
+        if self.master is not None:
+            await self.health.set(SERVICE_MASTER, serving)
+        return self.port
+
+    async def stop(self, grace: float = 2.0) -> None:
+        """Stop gracefully: report NOT_SERVING, let in-flight calls finish within ``grace``."""
+        if self._server is None:
+            return
+        await self.health.enter_graceful_shutdown()
+        await self._server.stop(grace)
+        self._server = None
+
+    async def wait(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()

@@ -1,0 +1,101 @@
+"""Tensors on the wire: TensorProtos for call arguments, and RecvTensor's chunked stream.
+
+RecvTensor answers each requested key with one of: the whole tensor inline (small tensors and
+strings), the name of a shared-memory segment (same host), or a raw-byte stream of ``CHUNK_BYTES``
+pieces (a header chunk with dtype and shape, then data at increasing offsets). No size is capped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from tensorgrid.core import errors, serde
+from tensorgrid.core.shapes import TensorShape
+from tensorgrid.pb import worker_pb2
+from tensorgrid.transport import shm
+
+INLINE_BYTES = 64 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024
+
+
+def to_proto(value: Any) -> Any:
+    return serde.tensor_to_proto(_host(value))
+
+
+def from_proto(pb: Any) -> np.ndarray:
+    return serde.tensor_from_proto(pb)
+
+
+def _host(value: Any) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    get = getattr(value, "get", None)
+    if get is not None and type(value).__module__.startswith("cupy"):
+        return get()  # type: ignore[no-any-return]
+    return np.asarray(value)
+
+
+def encode(index: int, value: Any, use_shm: bool) -> Iterator[Any]:
+    """The chunks that carry one tensor to the consumer."""
+    arr = _host(value)
+    if arr.dtype == object or arr.nbytes <= INLINE_BYTES:
+        yield worker_pb2.RecvTensorChunk(index=index, inline=serde.tensor_to_proto(arr))
+        return
+    dtype: Any = serde.dtype_to_enum(arr.dtype)
+    shape = serde.shape_to_proto(TensorShape(arr.shape))
+    if use_shm:
+        yield worker_pb2.RecvTensorChunk(index=index, dtype=dtype, shape=shape,
+                                         shm_name=shm.write(arr), offset=arr.nbytes)
+        return
+    flat = memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+    total = len(flat)
+    for offset in range(0, total, CHUNK_BYTES):
+        piece = bytes(flat[offset:offset + CHUNK_BYTES])
+        if offset == 0:
+            yield worker_pb2.RecvTensorChunk(index=index, dtype=dtype, shape=shape, data=piece,
+                                             offset=0)
+        else:
+            yield worker_pb2.RecvTensorChunk(index=index, data=piece, offset=offset)
+
+
+class Assembler:
+    """Rebuilds the tensors of a RecvTensor stream; ``add`` returns (index, value) when one is
+    complete, else None."""
+
+    def __init__(self) -> None:
+        self._partial: dict[int, tuple[np.ndarray, np.dtype[Any], tuple[int, ...], int]] = {}
+
+    def add(self, chunk: Any) -> tuple[int, Any] | None:
+        i = chunk.index
+        if chunk.HasField("inline"):
+            return i, serde.tensor_from_proto(chunk.inline)
+        if chunk.shm_name:
+            dt = serde.dtype_from_enum(chunk.dtype).np
+            shape = tuple(int(d or 0) for d in serde.shape_from_proto(chunk.shape).as_list())
+            return i, shm.read(chunk.shm_name, dt, shape)
+        entry = self._partial.get(i)
+        if entry is None:
+            if chunk.offset != 0:
+                raise errors.DataLossError(f"RecvTensor stream for key {i} starts at offset "
+                                           f"{chunk.offset}")
+            dt = serde.dtype_from_enum(chunk.dtype).np
+            shape = tuple(int(d or 0) for d in serde.shape_from_proto(chunk.shape).as_list())
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            buf = np.empty(nbytes, dtype=np.uint8)
+            entry = (buf, dt, shape, 0)
+        buf, dt, shape, filled = entry
+        data = chunk.data
+        if chunk.offset != filled or filled + len(data) > len(buf):
+            raise errors.DataLossError(
+                f"RecvTensor stream for key {i} is out of order (offset {chunk.offset}, "
+                f"expected {filled})")
+        buf[filled:filled + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        filled += len(data)
+        if filled == len(buf):
+            self._partial.pop(i, None)
+            return i, buf.view(dt).reshape(shape)
+        self._partial[i] = (buf, dt, shape, filled)
+        return None

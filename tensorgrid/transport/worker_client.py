@@ -1,0 +1,170 @@
+"""Clients of the WorkerService: the master's TaskClient, and the RemoteRecv through which a task
+pulls tensors from its peers (batched: every key a step needs from one peer, requested within one
+turn of the event loop, travels in one RecvTensor call)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from tensorgrid.core import errors, serde
+from tensorgrid.core.ir import GraphDef, NodeDef
+from tensorgrid.pb import worker_pb2
+from tensorgrid.runtime.worker import WorkerCore
+from tensorgrid.transport import shm, tensors
+from tensorgrid.transport.channels import ChannelPool
+from tensorgrid.transport.status import from_rpc_error, metadata_token
+
+
+class GrpcTaskClient:
+    """The master's handle on one remote task."""
+
+    def __init__(self, task: str, address: str, pool: ChannelPool, token: str | None = None) -> None:
+        self.task = task
+        self.address = address
+        self._pool = pool
+        self._meta = metadata_token(token)
+
+    def _stub(self) -> Any:
+        return self._pool.worker(self.address)
+
+    async def _call(self, what: str, method: str, request: Any, timeout: float) -> Any:
+        try:
+            return await getattr(self._stub(), method)(request, timeout=timeout,
+                                                       metadata=self._meta)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, self.task, self.address, what) from None
+
+    async def get_status(self, timeout: float) -> dict[str, Any]:
+        r = await self._call("GetStatus", "GetStatus", worker_pb2.GetStatusRequest(), timeout)
+        return {"task": r.task, "incarnation": r.incarnation, "host_id": r.host_id,
+                "devices": [{"name": d.name, "type": d.device_type} for d in r.devices],
+                "graphs": r.graphs, "live_steps": r.live_steps, "steps_run": r.steps_run,
+                "uptime_s": r.uptime_s}
+
+    async def register_graph(self, nodes: Sequence[NodeDef], session: str,
+                             cluster: Mapping[str, str], expected_incarnation: int,
+                             timeout: float) -> tuple[str, int]:
+        req = worker_pb2.RegisterGraphRequest(
+            session_handle=session, graph_def=serde.graph_to_proto(GraphDef(tuple(nodes))),
+            cluster=dict(cluster), expected_incarnation=expected_incarnation)
+        r = await self._call("RegisterGraph", "RegisterGraph", req, timeout)
+        return r.graph_handle, r.incarnation
+
+    async def deregister_graph(self, handle: str, session: str, timeout: float) -> None:
+        await self._call("DeregisterGraph", "DeregisterGraph", worker_pb2.DeregisterGraphRequest(
+            graph_handle=handle, session_handle=session), timeout)
+
+    async def run_graph(self, handle: str, step_id: int, args: Sequence[Any],
+                        timeout: float) -> list[Any]:
+        req = worker_pb2.RunGraphRequest(graph_handle=handle, step_id=step_id,
+                                         args=[tensors.to_proto(a) for a in args],
+                                         timeout_ms=int(timeout * 1000))
+        # the task enforces the step deadline itself; the call's own deadline adds a margin so
+        # the task's DeadlineExceeded (naming where it stood) arrives first
+        r = await self._call("RunGraph", "RunGraph", req, timeout + 5.0)
+        return [tensors.from_proto(t) for t in r.rets]
+
+    async def abort(self, step_id: int, code: int, message: str, timeout: float) -> None:
+        await self._call("Abort", "Abort", worker_pb2.AbortRequest(
+            step_id=step_id, code=code, message=message), timeout)
+
+    async def reset(self, containers: Sequence[str], timeout: float) -> None:
+        await self._call("Reset", "Reset", worker_pb2.ResetRequest(containers=list(containers)),
+                         timeout)
+
+
+class _Batch:
+    __slots__ = ("keys", "futures")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.futures: list[asyncio.Future[Any]] = []
+
+
+class GrpcRemoteRecv:
+    """RemoteRecv over gRPC, with per-(peer, step) batching and the shared-memory fast path.
+
+    Args:
+        worker: the local task (its ``cluster`` map gives peers' addresses).
+        pool: channels to peers.
+        timeout: bound on one RecvTensor call (the step's own deadline and aborts end it sooner).
+    """
+
+    def __init__(self, worker: WorkerCore, pool: ChannelPool, token: str | None = None,
+                 timeout: float = 3600.0, addresses: Mapping[str, str] | None = None) -> None:
+        self.worker = worker
+        self._pool = pool
+        self._meta = metadata_token(token)
+        self._timeout = timeout
+        self._batches: dict[tuple[str, int], _Batch] = {}
+        self._static = dict(addresses or {})
+        self.host_id = shm.host_id()
+        self.calls = 0
+
+    def _address(self, task: str) -> str:
+        addr = self.worker.cluster.get(task) or self._static.get(task)
+        if addr is None:
+            raise errors.UnavailableError(f"Task {self.worker.task} does not know the address of "
+                                          f"{task}")
+        return addr
+
+    async def recv(self, src_task: str, step_id: int, key: str) -> Any:
+        loop = asyncio.get_running_loop()
+        bkey = (src_task, step_id)
+        batch = self._batches.get(bkey)
+        if batch is None:
+            batch = self._batches[bkey] = _Batch()
+            loop.call_soon(self._flush, bkey)
+        fut: asyncio.Future[Any] = loop.create_future()
+        batch.keys.append(key)
+        batch.futures.append(fut)
+        return await fut
+
+    def _flush(self, bkey: tuple[str, int]) -> None:
+        batch = self._batches.pop(bkey, None)
+        if batch is not None:
+            asyncio.ensure_future(self._fetch(bkey[0], bkey[1], batch))
+
+    async def _fetch(self, src_task: str, step_id: int, batch: _Batch) -> None:
+        self.calls += 1
+        futures = batch.futures
+        try:
+            address = self._address(src_task)
+            call = self._pool.worker(address).RecvTensor(
+                worker_pb2.RecvTensorRequest(step_id=step_id, keys=batch.keys,
+                                             host_id=self.host_id),
+                timeout=self._timeout, metadata=self._meta)
+            asm = tensors.Assembler()
+            remaining = len(futures)
+            async for chunk in call:
+                done = asm.add(chunk)
+                if done is not None:
+                    i, value = done
+                    if not futures[i].done():
+                        futures[i].set_result(value)
+                    remaining -= 1
+                    if remaining == 0:
+                        break
+                if all(f.done() for f in futures):  # every waiter gave up (step aborted)
+                    call.cancel()
+                    return
+        except grpc.RpcError as exc:
+            err = from_rpc_error(exc, src_task, self._static.get(src_task, ""), "RecvTensor")
+            self._fail(futures, err)
+        except errors.OpError as exc:
+            self._fail(futures, exc)
+        except Exception as exc:  # noqa: BLE001 - any other failure fails the waiters
+            self._fail(futures, errors.InternalError(f"RecvTensor from {src_task}: {exc}"))
+        else:
+            self._fail(futures, errors.DataLossError(
+                f"RecvTensor stream from {src_task} ended before every tensor arrived"))
+
+    @staticmethod
+    def _fail(futures: Sequence[asyncio.Future[Any]], err: errors.OpError) -> None:
+        for f in futures:
+            if not f.done():
+                f.set_exception(err)
