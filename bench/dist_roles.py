@@ -211,46 +211,65 @@ def bench_train(api: Api, server: Any, cluster: Any, task: int, model: str, mode
     cfg = api.session_config(device_filters=["/job:ps", f"/job:worker/task:{task}"])
     opts = tf.RunOptions(timeout_in_ms=STEP_TIMEOUT_MS)
     per_update = m.batch * (2 if mode == "sync" else 1)
+    measured: tuple[list[float], list[float], dict[str, Any]] | None = None
     with api["train.MonitoredTrainingSession"](
             master=server.target, is_chief=is_chief, hooks=hooks, checkpoint_dir=None,
             config=cfg, save_checkpoint_secs=None, save_summaries_steps=None,
             save_summaries_secs=None, log_step_count_steps=None, stop_grace_period_secs=5) as ms:
         print(READY_MARKER, flush=True)
-        if not is_chief:
+        if is_chief:
+            measured = chief_measure(ms, m, ready, set_stop, opts, per_update, s)
+        else:
             worker1_loop(api, ms, m, mark_ready, stop, opts)
-            return
-        barrier = Deadline(BARRIER_S)
-        while int(ms.run(ready)) < 1:
-            if barrier.passed():
-                raise TimeoutError(f"worker 1 was not ready within {BARRIER_S:.0f} s")
-            time.sleep(0.05)
-        loss0 = float(ms.run(m.loss))
-        warm = Deadline(s.warm_s)
-        while not warm.passed():
-            ms.run(m.train_op, options=opts)
-        applied, own = [], []
-        for _ in range(s.reps):
-            t0 = time.perf_counter()
-            g0 = int(ms.run(m.global_step))
-            window = Deadline(s.window_s)
-            n = 0
-            while not window.passed() and n < 1_000_000:
-                ms.run(m.train_op, options=opts)
-                n += 1
-            g1 = int(ms.run(m.global_step))
-            dt = time.perf_counter() - t0
-            applied.append((g1 - g0) * per_update / dt)
-            own.append(n * m.batch / dt)
-        loss1 = float(ms.run(m.loss))
-        final_step = int(ms.run(m.global_step))
-        ms.run(set_stop)
-    checks = {"loss_first": loss0, "loss_last": loss1, "loss_decreased": loss1 < loss0,
-              "global_step": final_step, "global_step_ok": final_step > 0}
+    if not is_chief:
+        return
+    if measured is None:
+        # TF's MonitoredSession.__exit__ swallows OutOfRangeError (and so may tensorgrid's)
+        raise RuntimeError("the chief's MonitoredTrainingSession ended before the measurement "
+                           "did (an OutOfRangeError or a stop request inside the session)")
+    applied, own, checks = measured
     common = {"batch": m.batch, "window_s": s.window_s, "examples_per_update": per_update}
     emit(summarize(f"dist.train.{model}.{mode}", api.name, applied,
                    "examples/s (applied, from global step)", "higher", checks=checks, **common))
     emit(summarize(f"dist.train.{model}.{mode}.worker0_own", api.name, own,
                    "examples/s (worker 0's own steps)", "higher", **common))
+
+
+def chief_measure(ms: Any, m: Any, ready: Any, set_stop: Any, opts: Any, per_update: int,
+                  s: Settings) -> tuple[list[float], list[float], dict[str, Any]]:
+    """The chief's part: barrier, warm-up, windows, stop flag.
+
+    Returns:
+        (overall examples/s per window, own examples/s per window, checks).
+    """
+    barrier = Deadline(BARRIER_S)
+    while int(ms.run(ready)) < 1:
+        if barrier.passed():
+            raise TimeoutError(f"worker 1 was not ready within {BARRIER_S:.0f} s")
+        time.sleep(0.05)
+    loss0 = float(ms.run(m.loss))
+    warm = Deadline(s.warm_s)
+    while not warm.passed():
+        ms.run(m.train_op, options=opts)
+    applied, own = [], []
+    for _ in range(s.reps):
+        t0 = time.perf_counter()
+        g0 = int(ms.run(m.global_step))
+        window = Deadline(s.window_s)
+        n = 0
+        while not window.passed() and n < 1_000_000:
+            ms.run(m.train_op, options=opts)
+            n += 1
+        g1 = int(ms.run(m.global_step))
+        dt = time.perf_counter() - t0
+        applied.append((g1 - g0) * per_update / dt)
+        own.append(n * m.batch / dt)
+    loss1 = float(ms.run(m.loss))
+    final_step = int(ms.run(m.global_step))
+    ms.run(set_stop)
+    checks = {"loss_first": loss0, "loss_last": loss1, "loss_decreased": loss1 < loss0,
+              "global_step": final_step, "global_step_ok": final_step > 0}
+    return applied, own, checks
 
 
 def worker1_loop(api: Api, ms: Any, m: Any, mark_ready: Any, stop: Any, opts: Any) -> None:
@@ -259,16 +278,20 @@ def worker1_loop(api: Api, ms: Any, m: Any, mark_ready: Any, stop: Any, opts: An
     n = 0
     t0 = time.perf_counter()
     limit = Deadline(WORKER1_MAX_S)
+    ended = "time limit"
     try:
         while not limit.passed():
             ms.run(m.train_op, options=opts)
             n += 1
             if n % 20 == 0 and int(ms.run(stop)):
+                ended = "stop flag"
                 break
-    except api.tf.errors.DeadlineExceededError:
-        info("worker 1: a step timed out (expected in sync mode once the chief stops)")
+    except api.tf.errors.OpError as exc:
+        # expected in sync mode: the last step waits for a chief that has stopped
+        ended = f"{type(exc).__name__} (expected in sync mode once the chief stops)"
     dt = time.perf_counter() - t0
-    info(f"worker 1: {n} steps in {dt:.1f} s, {n * m.batch / max(dt, 1e-9):.0f} examples/s")
+    info(f"worker 1: {n} steps in {dt:.1f} s, {n * m.batch / max(dt, 1e-9):.0f} examples/s "
+         f"(warm-up included); ended by {ended}")
 
 
 # ----------------------------------------------------------------------------- main

@@ -229,12 +229,29 @@ class InteractiveSession(Session):
         super().close()
 
 
-def _fetch_key(fetches: Any) -> Any:
+def _fetch_key(fetches: Any, depth: int = 0) -> Any:
+    """A hashable key for a fetch structure (nested lists, tuples and dicts of graph elements),
+    or None when it has none; equal keys mean the same flattening, so the mapper is reused."""
     if isinstance(fetches, Tensor | Operation | str):
         return fetches
-    if isinstance(fetches, list | tuple) and not hasattr(fetches, "_fields") and all(
-            isinstance(f, Tensor | Operation | str) for f in fetches):
-        return (type(fetches), tuple(fetches))
+    if hasattr(fetches, "_as_graph_element"):  # a Variable: hashed by identity
+        return fetches
+    if depth > 8:
+        return None
+    if isinstance(fetches, list | tuple):
+        parts = tuple(_fetch_key(f, depth + 1) for f in fetches)
+        if any(p is None for p in parts):
+            return None
+        return (type(fetches), parts)
+    if type(fetches) is dict:
+        try:
+            items = tuple((k, _fetch_key(v, depth + 1)) for k, v in fetches.items())
+            hash(items)
+        except TypeError:
+            return None
+        if any(v is None for _, v in items):
+            return None
+        return (dict, items)
     return None
 
 

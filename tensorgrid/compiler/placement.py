@@ -116,6 +116,17 @@ def place(
     def kernel_ok(n: NodeDef, d: str) -> bool:
         return registry.has_kernel(n.op, parsed[d].device_type or "CPU")
 
+    deferred: list[tuple[str, list[NodeDef], list[str], list[str]]] = []
+
+    def assign(root: str, members: Sequence[NodeDef], chosen: str, why: list[str]) -> None:
+        for n in members:
+            result[n.name] = chosen
+            reasons[n.name] = "; ".join(why) if n.name == root or len(members) == 1 else \
+                f"colocated with '{root}'; " + "; ".join(why)
+        if several_tasks:
+            cost = sum(_compute_cost(n, specs) for n in members)
+            task_bytes[task_of[chosen]] = task_bytes.get(task_of[chosen], 0.0) + cost
+
     for root, members in _groups_in_order(nodes, groups, uf):
         candidates = list(devices)
         why: list[str] = []
@@ -154,17 +165,52 @@ def place(
             chosen = _prefer(candidates, parsed, task_of, preferred_types, default_task)
             why.insert(0, "explicit request" if len(members) == 1
                        else f"explicit request within colocation group '{root}'")
+        elif several_tasks and _is_source(members):
+            # a constant or other source goes where its consumers are: decide after them
+            deferred.append((root, members, candidates, why))
+            continue
         else:
             chosen = _by_cost(members, candidates, parsed, task_of, specs, result, task_bytes,
                               preferred_types, default_task, why)
-        for n in members:
-            result[n.name] = chosen
-            reasons[n.name] = "; ".join(why) if n.name == root or len(members) == 1 else \
-                f"colocated with '{root}'; " + "; ".join(why)
-        if several_tasks:
-            cost = sum(_compute_cost(n, specs) for n in members)
-            task_bytes[task_of[chosen]] = task_bytes.get(task_of[chosen], 0.0) + cost
+        assign(root, members, chosen, why)
+    if deferred:
+        consumers: dict[str, list[str]] = {}
+        for n in nodes:
+            for inp in n.inputs:
+                consumers.setdefault(parse_input(inp)[0], []).append(n.name)
+        for root, members, candidates, why in deferred:
+            chosen = _with_consumers(members, candidates, consumers, result, parsed, task_of,
+                                     specs, preferred_types, default_task, why)
+            assign(root, members, chosen, why)
     return Placement({n.name: result[n.name] for n in nodes}, reasons)
+
+
+def _is_source(members: Sequence[NodeDef]) -> bool:
+    """True when no member reads anything from outside the group."""
+    names = {m.name for m in members}
+    return all(parse_input(i)[0] in names for m in members for i in m.inputs)
+
+
+def _with_consumers(members: Sequence[NodeDef], candidates: Sequence[str],
+                    consumers: Mapping[str, list[str]], placed: Mapping[str, str],
+                    parsed: Mapping[str, DeviceSpec], task_of: Mapping[str, str],
+                    specs: Mapping[str, Sequence[TensorSpec]], preferred_types: Sequence[str],
+                    default_task: str, why: list[str]) -> str:
+    """The task where the group's outputs are consumed most (by bytes), else the default."""
+    names = {m.name for m in members}
+    wanted: dict[str, int] = {}
+    for m in members:
+        size = sum(estimated_bytes(s) for s in specs.get(m.name, ())) or 1
+        for c in consumers.get(m.name, ()):
+            if c not in names and c in placed:
+                t = task_of[placed[c]]
+                wanted[t] = wanted.get(t, 0) + size
+    tasks = sorted({task_of[d] for d in candidates})
+    best = max(tasks, key=lambda t: (wanted.get(t, 0), t == default_task))
+    why.append(f"cost model: its consumers are on {best}" if wanted.get(best)
+               else "cost model: no consumers placed; the session's default task")
+    on_task = [d for d in candidates if task_of[d] == best]
+    return _prefer(on_task, parsed, task_of, preferred_types, default_task)
 
 
 def _groups_in_order(nodes: Sequence[NodeDef], groups: Mapping[str, list[NodeDef]],

@@ -29,7 +29,9 @@ from tensorgrid.core.registry import AsyncKernel, KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
 from tensorgrid.core.shapes import TensorShape, as_shape
 
-BOTH = ("CPU", "GPU")
+# queues and accumulators live in host memory (as TensorFlow's): their ops run on a CPU, and a
+# value made on a GPU is copied over by the executor's transfer
+HOST = "CPU"
 T = TypeVar("T")
 
 
@@ -406,7 +408,7 @@ def _handle(ctx: KernelContext, value: Any, kind: type[T]) -> T:
     return value
 
 
-@kernel("FIFOQueueV2", BOTH)
+@kernel("FIFOQueueV2", HOST)
 def _fifo_queue(ctx: KernelContext) -> Callable[[], FIFOQueue]:
     types = [dtypes.as_dtype(d) for d in ctx.attr("component_types")]
     shapes = [as_shape(s) for s in ctx.attr("shapes")]
@@ -422,7 +424,7 @@ def _to_device(ctx: KernelContext, values: Sequence[Any]) -> list[Any]:
     return [xp.asarray(v) for v in values]
 
 
-@kernel("QueueEnqueueV2", BOTH)
+@kernel("QueueEnqueueV2", HOST)
 def _enqueue(ctx: KernelContext) -> AsyncKernel:
     async def run(step: Any, handle: Any, *components: Any) -> None:
         queue = _handle(ctx, handle, FIFOQueue)
@@ -433,7 +435,7 @@ def _enqueue(ctx: KernelContext) -> AsyncKernel:
     return AsyncKernel(run)
 
 
-@kernel("QueueEnqueueManyV2", BOTH)
+@kernel("QueueEnqueueManyV2", HOST)
 def _enqueue_many(ctx: KernelContext) -> AsyncKernel:
     async def run(step: Any, handle: Any, *components: Any) -> None:
         queue = _handle(ctx, handle, FIFOQueue)
@@ -449,7 +451,7 @@ def _outputs(values: tuple[Any, ...]) -> Any:
     return values[0] if len(values) == 1 else values
 
 
-@kernel("QueueDequeueV2", BOTH)
+@kernel("QueueDequeueV2", HOST)
 def _dequeue(ctx: KernelContext) -> AsyncKernel:
     async def run(step: Any, handle: Any) -> Any:
         queue = _handle(ctx, handle, FIFOQueue)
@@ -458,7 +460,7 @@ def _dequeue(ctx: KernelContext) -> AsyncKernel:
     return AsyncKernel(run)
 
 
-@kernel("QueueDequeueManyV2", BOTH)
+@kernel("QueueDequeueManyV2", HOST)
 def _dequeue_many(ctx: KernelContext) -> AsyncKernel:
     xp = ctx.xp
 
@@ -469,23 +471,23 @@ def _dequeue_many(ctx: KernelContext) -> AsyncKernel:
     return AsyncKernel(run)
 
 
-@kernel("QueueSizeV2", BOTH)
+@kernel("QueueSizeV2", HOST)
 def _queue_size(ctx: KernelContext) -> Callable[[Any], Any]:
     return lambda handle: np.int32(len(_handle(ctx, handle, FIFOQueue)))
 
 
-@kernel("QueueIsClosedV2", BOTH)
+@kernel("QueueIsClosedV2", HOST)
 def _queue_is_closed(ctx: KernelContext) -> Callable[[Any], Any]:
     return lambda handle: np.bool_(_handle(ctx, handle, FIFOQueue).closed)
 
 
-@kernel("QueueCloseV2", BOTH)
+@kernel("QueueCloseV2", HOST)
 def _queue_close(ctx: KernelContext) -> Callable[[Any], None]:
     cancel = bool(ctx.attr("cancel_pending_enqueues"))
     return lambda handle: _handle(ctx, handle, FIFOQueue).close(cancel)
 
 
-@kernel("ConditionalAccumulator", BOTH)
+@kernel("ConditionalAccumulator", HOST)
 def _accumulator(ctx: KernelContext) -> Callable[[], ConditionalAccumulator]:
     dtype = dtypes.as_dtype(ctx.attr("dtype"))
     shape = as_shape(ctx.attr("shape"))
@@ -497,7 +499,7 @@ def _accumulator(ctx: KernelContext) -> Callable[[], ConditionalAccumulator]:
     return lambda: acc
 
 
-@kernel("AccumulatorApplyGradient", BOTH)
+@kernel("AccumulatorApplyGradient", HOST)
 def _apply_gradient(ctx: KernelContext) -> Callable[[Any, Any, Any], None]:
     xp = ctx.xp
 
@@ -507,7 +509,7 @@ def _apply_gradient(ctx: KernelContext) -> Callable[[Any, Any, Any], None]:
     return run
 
 
-@kernel("AccumulatorTakeGradient", BOTH)
+@kernel("AccumulatorTakeGradient", HOST)
 def _take_gradient(ctx: KernelContext) -> AsyncKernel:
     async def run(step: Any, handle: Any, num_required: Any) -> Any:
         return await _handle(ctx, handle, ConditionalAccumulator).take(int(num_required))
@@ -515,21 +517,29 @@ def _take_gradient(ctx: KernelContext) -> AsyncKernel:
     return AsyncKernel(run)
 
 
-@kernel("AccumulatorWaitForGradients", BOTH)
+@kernel("AccumulatorWaitForGradients", HOST)
 def _wait_for_gradients(ctx: KernelContext) -> AsyncKernel:
+    timeout_ms = int(ctx.attr("timeout_ms"))
+
     async def run(step: Any, handle: Any, num_required: Any) -> Any:
         acc = _handle(ctx, handle, ConditionalAccumulator)
-        return np.int32(await acc.wait_for(int(num_required)))
+        if timeout_ms < 0:
+            return np.int32(await acc.wait_for(int(num_required)))
+        try:
+            return np.int32(await asyncio.wait_for(acc.wait_for(int(num_required)),
+                                                   timeout_ms / 1000.0))
+        except TimeoutError:
+            return np.int32(acc.num_accumulated)  # fewer than asked: the caller tries again
 
     return AsyncKernel(run)
 
 
-@kernel("AccumulatorSetGlobalStep", BOTH)
+@kernel("AccumulatorSetGlobalStep", HOST)
 def _set_global_step(ctx: KernelContext) -> Callable[[Any, Any], None]:
     return lambda handle, step: _handle(ctx, handle, ConditionalAccumulator).set_global_step(
         int(step))
 
 
-@kernel("AccumulatorNumAccumulated", BOTH)
+@kernel("AccumulatorNumAccumulated", HOST)
 def _num_accumulated(ctx: KernelContext) -> Callable[[Any], Any]:
     return lambda handle: np.int32(_handle(ctx, handle, ConditionalAccumulator).num_accumulated)

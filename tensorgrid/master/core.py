@@ -206,8 +206,18 @@ class MasterCore:
         cluster = self.cluster.addresses()
 
         async def one(task: str) -> tuple[str, str]:
-            handle, inc = await self.client(task).register_graph(
-                parts[task], session, cluster, incarnations[task], self.rpc_timeout)
+            try:
+                handle, inc = await self.client(task).register_graph(
+                    parts[task], session, cluster, incarnations[task], self.rpc_timeout)
+            except errors.OpError as exc:
+                if exc.error_code in (errors.ABORTED, errors.UNAVAILABLE):
+                    # the task may have restarted: learn its new incarnation so the next
+                    # attempt plans for it (the caller's session is recreated and retries)
+                    try:
+                        await self.refresh_task(task)
+                    except errors.OpError:
+                        pass
+                raise
             return task, handle
 
         done = await asyncio.gather(*(one(t) for t in parts))

@@ -12,8 +12,9 @@ full bounded queue, ``AccumulatorTakeGradient`` for enough gradients. A wait end
 nothing, when its step is cancelled or aborted (deadline, failure elsewhere).
 
 ``AccumulatorWaitForGradients`` is a tensorgrid extension (TensorFlow has no such op): it waits like
-``AccumulatorTakeGradient`` but takes nothing, so a caller can wait with a deadline and take only
-once the take cannot block (``SyncReplicasOptimizer``'s chief runner does this).
+``AccumulatorTakeGradient`` but takes nothing, at most ``timeout_ms`` (-1: no limit), and returns how
+many gradients are in; a caller can take once that count shows the take cannot block
+(``SyncReplicasOptimizer``'s chief runner does this).
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def _take_gradient(ctx: InferContext) -> Sequence[TensorSpec]:
     return [spec(ctx.attr("dtype"), TensorShape(None))]
 
 
-@op("AccumulatorWaitForGradients", stateful=True, ref_inputs=(0,))
+@op("AccumulatorWaitForGradients", stateful=True, ref_inputs=(0,), defaults={"timeout_ms": -1})
 def _wait_for_gradients(ctx: InferContext) -> Sequence[TensorSpec]:
     ctx.expect_inputs(2)
     _expect_handle(ctx)
@@ -420,12 +421,14 @@ class ConditionalAccumulator:
         out.set_shape(self._shape)
         return out
 
-    def wait_for_grads(self, num_required: Any, name: str | None = None) -> Tensor:
-        """(tensorgrid) Wait until at least ``num_required`` gradients are in, take nothing, and
-        return how many there are. Cancelling it (a deadline) changes nothing."""
+    def wait_for_grads(self, num_required: Any, timeout_ms: int = -1,
+                       name: str | None = None) -> Tensor:
+        """(tensorgrid) Wait until at least ``num_required`` gradients are in, or ``timeout_ms``
+        passed (-1: no limit); take nothing; return how many there are (int32)."""
         n = convert_to_tensor(num_required, dtype=dtypes.int32, name="num_required")
         return make_op("AccumulatorWaitForGradients",  # type: ignore[no-any-return]
-                       [self._accumulator_ref, n], {}, name=name or "AccumulatorWaitForGradients")
+                       [self._accumulator_ref, n], {"timeout_ms": int(timeout_ms)},
+                       name=name or "AccumulatorWaitForGradients")
 
     def num_accumulated(self, name: str | None = None) -> Tensor:
         """The number of gradients accumulated since the last take (int32)."""

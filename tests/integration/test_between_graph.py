@@ -202,9 +202,6 @@ def test_chief_recovers_and_keeps_the_surviving_ps_state(cluster1: Cluster) -> N
     assert steps == [1, 2, 3, 4] + list(range(6, 13))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runtime bug: a train.Server's master never learns a restarted task's new incarnation, so "
-    "every RegisterGraph on the new ps fails with AbortedError ('the master expected ...')"))
 def test_chief_reinitializes_after_the_ps_restarts(cluster1: Cluster) -> None:
     _, increment = _seed_model(cluster1)
     steps = []

@@ -287,6 +287,10 @@ def test_take_in_one_thread_waits_for_gradients_from_another() -> None:
         s.run(apply, {grad: [1.0, 1.0], step: 1})
         assert s.run(wait) == 2
         assert s.run(acc.num_accumulated()) == 2
+        # with a timeout, a wait for more returns the count it has instead of waiting on
+        t0 = time.monotonic()
+        assert s.run(acc.wait_for_grads(3, timeout_ms=50, name="bounded")) == 2
+        assert time.monotonic() - t0 < 5.0
 
 
 def test_every_data_flow_op_is_declared_not_differentiable() -> None:

@@ -65,7 +65,7 @@ def test_explicit_full_and_partial_requests() -> None:
     assert p.devices == {"full": W1, "job_only": PS, "task_only": W1, "type_only": W0,
                          "free": W0}
     assert p.reasons["full"] == "explicit request"
-    assert p.reasons["free"] == "cost model: no inputs placed yet; the session's default task"
+    assert p.reasons["free"] == "cost model: no consumers placed; the session's default task"
 
 
 def test_default_device_wins_ties_for_partial_requests() -> None:
@@ -167,10 +167,25 @@ def test_explain_lists_every_node() -> None:
     nodes = [variable("v", device="/job:ps"), const("c"), op("a", "Assign", "v", "c")]
     rows = run_place(nodes).explain()
     assert [r["node"] for r in rows] == ["v", "c", "a"]
-    assert {r["node"]: r["device"] for r in rows} == {"v": PS, "c": W0, "a": PS}
+    # the constant has no inputs: it goes where its only consumer is, so nothing crosses tasks
+    assert {r["node"]: r["device"] for r in rows} == {"v": PS, "c": PS, "a": PS}
+    assert rows[1]["reason"] == "cost model: its consumers are on /job:ps/replica:0/task:0"
     assert rows[0]["reason"] == "explicit request within colocation group 'v'"
     assert rows[2]["reason"] == "colocated with 'v'; explicit request within colocation group 'v'"
     assert set(rows[1]) == {"node", "device", "reason"}
+
+
+def test_sources_follow_their_consumers() -> None:
+    nodes = [
+        variable("v", device="/job:ps"),
+        const("init"),
+        op("a", "Assign", "v", "init"),
+        const("k"),
+        op("w_side", "Identity", "k", device=W1),
+    ]
+    p = run_place(nodes).devices
+    assert p["init"] == PS  # its only consumer updates the variable on the ps
+    assert p["k"] == W1  # not the default task (worker 0): its consumer is on worker 1
 
 
 def test_session_placement_errors_and_soft_placement() -> None:

@@ -254,7 +254,6 @@ def _done(t: threading.Thread, out: dict[str, Any]) -> None:
 def test_global_step_advances_once_per_two_gradients() -> None:
     m = _TwoReplicas()
     runner = m.opts[0].get_chief_queue_runner()
-    runner.poll_secs = 0.05
     with tf.Session() as s:
         m.start(s)
         # each replica's first step passes on an initial token (value 0)
@@ -292,7 +291,6 @@ def test_global_step_advances_once_per_two_gradients() -> None:
 def test_lowering_replicas_to_aggregate_at_run_time() -> None:
     m = _TwoReplicas()
     runner = m.opts[0].get_chief_queue_runner()
-    runner.poll_secs = 0.05
     with tf.Session() as s:
         m.start(s)
         runner.replicas_to_aggregate = 1  # e.g. the other replica died

@@ -1,12 +1,32 @@
 """``tf.train``: optimizers, the global step and learning-rate schedules (and, added by the
 distributed runtime, cluster and session helpers)."""
 
+from tensorgrid.client.train.device_setter import (
+    GreedyLoadBalancingStrategy,
+    byte_size_load_fn,
+    replica_device_setter,
+)
 from tensorgrid.client.train.global_step import (
     assert_global_step,
     create_global_step,
     get_global_step,
     get_or_create_global_step,
     global_step,
+)
+from tensorgrid.client.train.hooks import (
+    FeedFnHook,
+    FinalOpsHook,
+    GlobalStepWaiterHook,
+    LoggingTensorHook,
+    NanLossDuringTrainingError,
+    NanTensorHook,
+    SecondOrStepTimer,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    StepCounterHook,
+    StopAtStepHook,
 )
 from tensorgrid.client.train.learning_rate_decay import (
     cosine_decay,
@@ -15,6 +35,15 @@ from tensorgrid.client.train.learning_rate_decay import (
     natural_exp_decay,
     piecewise_constant,
     polynomial_decay,
+)
+from tensorgrid.client.train.monitored_session import (
+    ChiefSessionCreator,
+    MonitoredSession,
+    MonitoredTrainingSession,
+    Scaffold,
+    SessionCreator,
+    SingularMonitoredSession,
+    WorkerSessionCreator,
 )
 from tensorgrid.client.train.optimizer import Optimizer
 from tensorgrid.client.train.optimizers import (
@@ -38,5 +67,12 @@ __all__ = [
     "exponential_decay", "piecewise_constant", "polynomial_decay", "inverse_time_decay",
     "natural_exp_decay", "cosine_decay",
     # cluster
-    "ClusterSpec", "Server", "write_graph",
+    "ClusterSpec", "Server", "write_graph", "replica_device_setter", "GreedyLoadBalancingStrategy",
+    "byte_size_load_fn",
+    # training loop
+    "SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues",
+    "SecondOrStepTimer", "LoggingTensorHook", "StopAtStepHook", "StepCounterHook", "NanTensorHook",
+    "NanLossDuringTrainingError", "FinalOpsHook", "FeedFnHook", "GlobalStepWaiterHook", "Scaffold",
+    "SessionCreator", "ChiefSessionCreator", "WorkerSessionCreator", "MonitoredSession",
+    "SingularMonitoredSession", "MonitoredTrainingSession",
 ]

@@ -25,10 +25,11 @@ What ``apply_gradients`` builds:
 
 The chief runs the update op in a loop in a background thread (``get_chief_queue_runner()``; the
 hook starts it after the session is created and stops it in ``end``). Each iteration first waits,
-with a deadline of ``poll_secs``, until every accumulator holds enough gradients
-(``AccumulatorWaitForGradients``, which takes nothing), and only then runs the update op, whose
-takes cannot block. A deadline or a stop request therefore never interrupts an update half-way
-(which would lose the aggregate of the accumulators already taken and stall the replicas).
+at most ``POLL_MS``, until every accumulator holds enough gradients (``AccumulatorWaitForGradients``,
+which takes nothing), and only then runs the update op, whose takes cannot block. A stop request
+therefore never interrupts an update half-way, which would lose the aggregate of the accumulators
+already taken and stall the replicas (TensorFlow relies on closing the session to cancel a blocked
+take instead).
 
 Lowering ``replicas_to_aggregate`` at run time (e.g. to go on with the replicas that are still
 alive): the takes' ``num_required`` is the tensor ``opt.replicas_to_aggregate_tensor`` (a
@@ -48,11 +49,10 @@ from typing import Any
 
 import numpy as np
 
-from tensorgrid.client.config import RunOptions
 from tensorgrid.client.train.coordinator import Coordinator, QueueRunner
 from tensorgrid.client.train.hooks import SessionRunHook
 from tensorgrid.client.train.optimizer import Optimizer
-from tensorgrid.core import dtypes, errors
+from tensorgrid.core import dtypes
 from tensorgrid.framework.graph import GraphKeys, Operation, Tensor
 from tensorgrid.framework.variables import (
     Variable,
@@ -65,6 +65,10 @@ from tensorgrid.ops.data_flow import ConditionalAccumulator, FIFOQueue
 from tensorgrid.ops.state import assign
 
 __all__ = ["SyncReplicasOptimizer"]
+
+# how long one wait of the chief's update loop lasts at most: the loop sees a stop request
+# within this time
+POLL_MS = 250
 
 _log = logging.getLogger(__name__)
 
@@ -194,11 +198,13 @@ class SyncReplicasOptimizer(Optimizer):
                     if self._variable_averages is not None:
                         with graph.control_dependencies([sync_op]):
                             sync_op = self._variable_averages.apply(self._variables_to_average)
-                    waits = [a.wait_for_grads(self._num_required) for a, _ in self._accumulator_list]
-                    wait_op = group(*waits, name="wait_for_gradients")
-                    self._chief_queue_runner = _ChiefQueueRunner(
-                        dummy_queue, sync_op, wait_op, self._num_required,
-                        self._replicas_to_aggregate)
+                waits = []
+                for accum, dev in self._accumulator_list:
+                    with graph.device(dev):
+                        waits.append(accum.wait_for_grads(self._num_required,
+                                                          timeout_ms=POLL_MS))
+                self._chief_queue_runner = _ChiefQueueRunner(
+                    dummy_queue, sync_op, waits, self._num_required, self._replicas_to_aggregate)
 
                 for accum, dev in self._accumulator_list:
                     with graph.device(dev):
@@ -294,35 +300,31 @@ class SyncReplicasOptimizer(Optimizer):
 
 
 class _ChiefQueueRunner(QueueRunner):
-    """Runs the update op in a loop: wait (up to ``poll_secs``) until every accumulator holds
-    ``replicas_to_aggregate`` gradients, then update. A stop request is seen within ``poll_secs``.
+    """Runs the update op in a loop: wait (at most ``POLL_MS``) until every accumulator holds
+    ``replicas_to_aggregate`` gradients, then update. A stop request is seen within ``POLL_MS``.
 
     Attributes:
         replicas_to_aggregate: fed as the takes' ``num_required`` before every update; lower it
             to go on with fewer replicas.
-        poll_secs: the deadline of one wait.
+        updates: how many updates this runner has run.
     """
 
-    def __init__(self, queue: FIFOQueue, update_op: Any, wait_op: Operation,
-                 num_required: Tensor, replicas_to_aggregate: int,
-                 poll_secs: float = 0.5) -> None:
+    def __init__(self, queue: FIFOQueue, update_op: Any, waits: Sequence[Tensor],
+                 num_required: Tensor, replicas_to_aggregate: int) -> None:
         super().__init__(queue, [update_op])
-        self._wait_op = wait_op
+        self._waits = list(waits)
         self._num_required = num_required
         self.replicas_to_aggregate = replicas_to_aggregate
-        self.poll_secs = poll_secs
         self.updates = 0
 
     def _make_step(self, sess: Any, enqueue_op: Any) -> Callable[[], None]:
-        wait = sess.make_callable(self._wait_op, [self._num_required], accept_options=True)
+        wait = sess.make_callable(self._waits, [self._num_required])
         update = sess.make_callable(enqueue_op, [self._num_required])
 
         def step() -> None:
             n = np.int32(self.replicas_to_aggregate)
-            try:
-                wait(n, options=RunOptions(timeout_in_ms=max(1, int(self.poll_secs * 1000))))
-            except errors.DeadlineExceededError:
-                return  # nothing was taken; the loop checks for a stop and waits again
+            if min(wait(n)) < n:
+                return  # not all in yet (nothing was taken): check for a stop, wait again
             update(n)
             self.updates += 1
 
