@@ -42,6 +42,7 @@ TRANSFER_RUNS = {1: 100, 16: 20, 64: 6, 256: 3}  # runs per repetition, at most
 STEP_TIMEOUT_MS = 15000                # a training step that takes longer fails (sync mode's end)
 BARRIER_S = 120.0                      # the chief's wait for worker 1
 WORKER1_MAX_S = 400.0                  # worker 1 trains at most this long
+MAX_STEPS = 1_000_000                  # steps of one training loop, at most (time ends it first)
 
 
 def cluster_dict(ports: list[int]) -> dict[str, list[str]]:
@@ -249,7 +250,9 @@ def chief_measure(ms: Any, m: Any, ready: Any, set_stop: Any, opts: Any, per_upd
         time.sleep(0.05)
     loss0 = float(ms.run(m.loss))
     warm = Deadline(s.warm_s)
-    while not warm.passed():
+    for _ in range(MAX_STEPS):
+        if warm.passed():
+            break
         ms.run(m.train_op, options=opts)
     applied, own = [], []
     for _ in range(s.reps):
@@ -257,7 +260,7 @@ def chief_measure(ms: Any, m: Any, ready: Any, set_stop: Any, opts: Any, per_upd
         g0 = int(ms.run(m.global_step))
         window = Deadline(s.window_s)
         n = 0
-        while not window.passed() and n < 1_000_000:
+        while not window.passed() and n < MAX_STEPS:
             ms.run(m.train_op, options=opts)
             n += 1
         g1 = int(ms.run(m.global_step))
@@ -280,7 +283,7 @@ def worker1_loop(api: Api, ms: Any, m: Any, mark_ready: Any, stop: Any, opts: An
     limit = Deadline(WORKER1_MAX_S)
     ended = "time limit"
     try:
-        while not limit.passed():
+        while not limit.passed() and n < MAX_STEPS:
             ms.run(m.train_op, options=opts)
             n += 1
             if n % 20 == 0 and int(ms.run(stop)):

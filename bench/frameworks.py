@@ -38,6 +38,7 @@ NAMES: dict[str, tuple[str, ...]] = {
         "tensorgrid.client.train.monitored_session:MonitoredTrainingSession",),
     "train.StopAtStepHook": ("tensorgrid.client.train.hooks:StopAtStepHook",),
     "train.SyncReplicasOptimizer": (
+        "tensorgrid.client.train.sync_replicas:SyncReplicasOptimizer",
         "tensorgrid.client.train.sync_replicas_optimizer:SyncReplicasOptimizer",
         "tensorgrid.client.train.optimizers:SyncReplicasOptimizer"),
     "nn.relu": ("tensorgrid.nn:relu",),

@@ -107,13 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     s = Settings.make(a.quick)
     frameworks = [f for f in a.frameworks.split(",") if f]
     tf_py, tf_how = tf_python()
-    tf_note = f"{tf_py} (found via {tf_how})" if tf_py else f"not run: {tf_how}"
+    tf_note = (f"{tf_py} (found via {tf_how})" if tf_py
+               else f"not run, tensorgrid ran alone: {tf_how}")
     if "tensorflow" in frameworks and tf_py is None:
         info(f"TensorFlow peer venv not found ({tf_how}): running tensorgrid alone")
         frameworks.remove("tensorflow")
     started = time.perf_counter()
     now = dt.datetime.now()
     log_dir = Path(tempfile.mkdtemp(prefix="tgbench_"))
+    if s.quick:
+        # a smoke run's figures mean nothing: keep them out of bench/results and RESULTS.md
+        a.results_dir, a.report = log_dir, log_dir / "RESULTS.md"
     a.results_dir.mkdir(parents=True, exist_ok=True)
     raw_path = a.results_dir / f"raw-{now:%Y%m%d-%H%M%S}.jsonl"
     command = a.command or shlex.join(

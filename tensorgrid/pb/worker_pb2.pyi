@@ -93,6 +93,58 @@ class RecvTensorChunk(_message.Message):
     shm_name: str
     def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ...) -> None: ...
 
+class StreamStatus(_message.Message):
+    __slots__ = ("code", "message", "node", "op", "device")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    node: str
+    op: str
+    device: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., node: _Optional[str] = ..., op: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
+
+class RunGraphStreamRequest(_message.Message):
+    __slots__ = ("request_id", "request")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    request: RunGraphRequest
+    def __init__(self, request_id: _Optional[int] = ..., request: _Optional[_Union[RunGraphRequest, _Mapping]] = ...) -> None: ...
+
+class RunGraphStreamResponse(_message.Message):
+    __slots__ = ("request_id", "response", "status")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    response: RunGraphResponse
+    status: StreamStatus
+    def __init__(self, request_id: _Optional[int] = ..., response: _Optional[_Union[RunGraphResponse, _Mapping]] = ..., status: _Optional[_Union[StreamStatus, _Mapping]] = ...) -> None: ...
+
+class RecvTensorStreamRequest(_message.Message):
+    __slots__ = ("request_id", "request", "cancel")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    request: RecvTensorRequest
+    cancel: bool
+    def __init__(self, request_id: _Optional[int] = ..., request: _Optional[_Union[RecvTensorRequest, _Mapping]] = ..., cancel: _Optional[bool] = ...) -> None: ...
+
+class RecvTensorStreamResponse(_message.Message):
+    __slots__ = ("request_id", "chunk", "status")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    chunk: RecvTensorChunk
+    status: StreamStatus
+    def __init__(self, request_id: _Optional[int] = ..., chunk: _Optional[_Union[RecvTensorChunk, _Mapping]] = ..., status: _Optional[_Union[StreamStatus, _Mapping]] = ...) -> None: ...
+
 class CleanupGraphRequest(_message.Message):
     __slots__ = ("step_id",)
     STEP_ID_FIELD_NUMBER: _ClassVar[int]

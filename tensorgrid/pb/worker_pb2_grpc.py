@@ -59,6 +59,16 @@ class WorkerServiceStub:
                 request_serializer=tensorgrid_dot_pb_dot_worker__pb2.RecvTensorRequest.SerializeToString,
                 response_deserializer=tensorgrid_dot_pb_dot_worker__pb2.RecvTensorChunk.FromString,
                 _registered_method=True)
+        self.RunGraphStream = channel.stream_stream(
+                '/tensorgrid.WorkerService/RunGraphStream',
+                request_serializer=tensorgrid_dot_pb_dot_worker__pb2.RunGraphStreamRequest.SerializeToString,
+                response_deserializer=tensorgrid_dot_pb_dot_worker__pb2.RunGraphStreamResponse.FromString,
+                _registered_method=True)
+        self.RecvTensorStream = channel.stream_stream(
+                '/tensorgrid.WorkerService/RecvTensorStream',
+                request_serializer=tensorgrid_dot_pb_dot_worker__pb2.RecvTensorStreamRequest.SerializeToString,
+                response_deserializer=tensorgrid_dot_pb_dot_worker__pb2.RecvTensorStreamResponse.FromString,
+                _registered_method=True)
         self.CleanupGraph = channel.unary_unary(
                 '/tensorgrid.WorkerService/CleanupGraph',
                 request_serializer=tensorgrid_dot_pb_dot_worker__pb2.CleanupGraphRequest.SerializeToString,
@@ -109,6 +119,18 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunGraphStream(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecvTensorStream(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CleanupGraph(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -154,6 +176,16 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.RecvTensor,
                     request_deserializer=tensorgrid_dot_pb_dot_worker__pb2.RecvTensorRequest.FromString,
                     response_serializer=tensorgrid_dot_pb_dot_worker__pb2.RecvTensorChunk.SerializeToString,
+            ),
+            'RunGraphStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.RunGraphStream,
+                    request_deserializer=tensorgrid_dot_pb_dot_worker__pb2.RunGraphStreamRequest.FromString,
+                    response_serializer=tensorgrid_dot_pb_dot_worker__pb2.RunGraphStreamResponse.SerializeToString,
+            ),
+            'RecvTensorStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.RecvTensorStream,
+                    request_deserializer=tensorgrid_dot_pb_dot_worker__pb2.RecvTensorStreamRequest.FromString,
+                    response_serializer=tensorgrid_dot_pb_dot_worker__pb2.RecvTensorStreamResponse.SerializeToString,
             ),
             'CleanupGraph': grpc.unary_unary_rpc_method_handler(
                     servicer.CleanupGraph,
@@ -306,6 +338,60 @@ class WorkerService:
             '/tensorgrid.WorkerService/RecvTensor',
             tensorgrid_dot_pb_dot_worker__pb2.RecvTensorRequest.SerializeToString,
             tensorgrid_dot_pb_dot_worker__pb2.RecvTensorChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunGraphStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tensorgrid.WorkerService/RunGraphStream',
+            tensorgrid_dot_pb_dot_worker__pb2.RunGraphStreamRequest.SerializeToString,
+            tensorgrid_dot_pb_dot_worker__pb2.RunGraphStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecvTensorStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tensorgrid.WorkerService/RecvTensorStream',
+            tensorgrid_dot_pb_dot_worker__pb2.RecvTensorStreamRequest.SerializeToString,
+            tensorgrid_dot_pb_dot_worker__pb2.RecvTensorStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,6 +36,7 @@ class ChannelPool:
     def __init__(self, credentials: grpc.ChannelCredentials | None = None) -> None:
         self._channels: dict[tuple[str, int], grpc.aio.Channel] = {}
         self._credentials = credentials
+        self._closing: set[asyncio.Future[None]] = set()
 
     def channel(self, address: str) -> grpc.aio.Channel:
         key = (address, id(asyncio.get_running_loop()))
@@ -58,7 +59,7 @@ class ChannelPool:
         """Forget the channel of an address (its peer restarted or moved)."""
         for key in [k for k in self._channels if k[0] == address]:
             ch = self._channels.pop(key)
-            asyncio.ensure_future(ch.close())
+            self._closing.add(asyncio.ensure_future(ch.close()))
 
     async def close(self) -> None:
         chans = list(self._channels.values())

@@ -35,7 +35,7 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
         try:
             graph = serde.graph_from_proto(request.graph_def)
             s = await self.core.create_session(graph.nodes, options_from_proto(request.options))
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a status
+        except Exception as exc:
             await abort_with(context, exc)
             raise
         return master_pb2.CreateSessionResponse(session_handle=s.handle, graph_version=s.version)
@@ -45,7 +45,7 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
             s = self.core.session(request.session_handle)
             graph = serde.graph_from_proto(request.graph_def)
             version = s.extend(graph.nodes, request.current_graph_version)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             await abort_with(context, exc)
             raise
         return master_pb2.ExtendSessionResponse(new_graph_version=version)
@@ -56,7 +56,7 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
             feeds = [(f.name, tensors.from_proto(f.tensor)) for f in request.feed]
             timeout = request.timeout_ms / 1000.0 if request.timeout_ms else None
             values = await s.run(feeds, list(request.fetch), list(request.target), timeout)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             await abort_with(context, exc)
             raise
         return master_pb2.RunStepResponse(tensor=[

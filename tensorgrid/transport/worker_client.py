@@ -17,6 +17,7 @@ from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import shm, tensors
 from tensorgrid.transport.channels import ChannelPool
 from tensorgrid.transport.status import from_rpc_error, metadata_token
+from tensorgrid.transport.streams import RecvTensorStreamClient, RunGraphStreamClient
 
 
 class GrpcTaskClient:
@@ -27,6 +28,7 @@ class GrpcTaskClient:
         self.address = address
         self._pool = pool
         self._meta = metadata_token(token)
+        self._run_stream: RunGraphStreamClient | None = None
 
     def _stub(self) -> Any:
         return self._pool.worker(self.address)
@@ -63,9 +65,12 @@ class GrpcTaskClient:
         req = worker_pb2.RunGraphRequest(graph_handle=handle, step_id=step_id,
                                          args=[tensors.to_proto(a) for a in args],
                                          timeout_ms=int(timeout * 1000))
-        # the task enforces the step deadline itself; the call's own deadline adds a margin so
-        # the task's DeadlineExceeded (naming where it stood) arrives first
-        r = await self._call("RunGraph", "RunGraph", req, timeout + 5.0)
+        if self._run_stream is None:
+            self._run_stream = RunGraphStreamClient(self._stub, self.task, self.address,
+                                                    self._meta)
+        # the task enforces the step deadline itself; waiting here adds a margin so the task's
+        # DeadlineExceeded (naming where it stood) arrives first
+        r = await self._run_stream.run_graph(req, timeout + 5.0)
         return [tensors.from_proto(t) for t in r.rets]
 
     async def abort(self, step_id: int, code: int, message: str, timeout: float) -> None:
@@ -78,7 +83,7 @@ class GrpcTaskClient:
 
 
 class _Batch:
-    __slots__ = ("keys", "futures")
+    __slots__ = ("futures", "keys")
 
     def __init__(self) -> None:
         self.keys: list[str] = []
@@ -104,6 +109,8 @@ class GrpcRemoteRecv:
         self._static = dict(addresses or {})
         self.host_id = shm.host_id()
         self.calls = 0
+        self._streams: dict[str, RecvTensorStreamClient] = {}
+        self._fetching: set[asyncio.Future[None]] = set()
 
     def _address(self, task: str) -> str:
         addr = self.worker.cluster.get(task) or self._static.get(task)
@@ -127,41 +134,23 @@ class GrpcRemoteRecv:
     def _flush(self, bkey: tuple[str, int]) -> None:
         batch = self._batches.pop(bkey, None)
         if batch is not None:
-            asyncio.ensure_future(self._fetch(bkey[0], bkey[1], batch))
+            task = asyncio.ensure_future(self._fetch(bkey[0], bkey[1], batch))
+            self._fetching.add(task)
+            task.add_done_callback(self._fetching.discard)
 
     async def _fetch(self, src_task: str, step_id: int, batch: _Batch) -> None:
         self.calls += 1
-        futures = batch.futures
         try:
             address = self._address(src_task)
-            call = self._pool.worker(address).RecvTensor(
-                worker_pb2.RecvTensorRequest(step_id=step_id, keys=batch.keys,
-                                             host_id=self.host_id),
-                timeout=self._timeout, metadata=self._meta)
-            asm = tensors.Assembler()
-            remaining = len(futures)
-            async for chunk in call:
-                done = asm.add(chunk)
-                if done is not None:
-                    i, value = done
-                    if not futures[i].done():
-                        futures[i].set_result(value)
-                    remaining -= 1
-                    if remaining == 0:
-                        break
-                if all(f.done() for f in futures):  # every waiter gave up (step aborted)
-                    call.cancel()
-                    return
-        except grpc.RpcError as exc:
-            err = from_rpc_error(exc, src_task, self._static.get(src_task, ""), "RecvTensor")
-            self._fail(futures, err)
         except errors.OpError as exc:
-            self._fail(futures, exc)
-        except Exception as exc:  # noqa: BLE001 - any other failure fails the waiters
-            self._fail(futures, errors.InternalError(f"RecvTensor from {src_task}: {exc}"))
-        else:
-            self._fail(futures, errors.DataLossError(
-                f"RecvTensor stream from {src_task} ended before every tensor arrived"))
+            self._fail(batch.futures, exc)
+            return
+        client = self._streams.get(address)
+        if client is None:
+            client = self._streams[address] = RecvTensorStreamClient(
+                lambda: self._pool.worker(address), src_task, address, self._meta)
+        await client.request(worker_pb2.RecvTensorRequest(step_id=step_id, keys=batch.keys,
+                                                          host_id=self.host_id), batch.futures)
 
     @staticmethod
     def _fail(futures: Sequence[asyncio.Future[Any]], err: errors.OpError) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tensorgrid.core import errors, serde
@@ -11,6 +11,66 @@ from tensorgrid.pb import worker_pb2, worker_pb2_grpc
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import shm, tensors
 from tensorgrid.transport.status import abort_with
+
+
+def stream_status(exc: BaseException) -> Any:
+    """The StreamStatus of a failed request."""
+    if not isinstance(exc, errors.OpError):
+        exc = errors.InternalError(f"{type(exc).__name__}: {exc}")
+    return worker_pb2.StreamStatus(code=exc.error_code, message=exc.message,
+                                   node=exc.node_name or "", op=exc.op_type or "",
+                                   device=exc.device or "")
+
+
+async def _serve_stream(request_iterator: Any, out: asyncio.Queue[Any],
+                        handle: Callable[[Any], Awaitable[None]],
+                        cancellable: bool = False) -> AsyncIterator[Any]:
+    """Run ``handle`` for every request of a bidirectional stream and yield what it queues.
+
+    The stream ends when the client closes its side and every request is answered; if the client
+    goes away, the requests still running are cancelled.
+    """
+    running: dict[int, asyncio.Task[None]] = {}
+    done_reading = asyncio.Event()
+
+    async def reader() -> None:
+        try:
+            async for msg in request_iterator:
+                if cancellable and msg.cancel:
+                    task = running.get(msg.request_id)
+                    if task is not None:
+                        task.cancel()
+                    continue
+                task = asyncio.ensure_future(handle(msg))
+                running[msg.request_id] = task
+                task.add_done_callback(lambda _t, rid=msg.request_id: running.pop(rid, None))
+        finally:
+            done_reading.set()
+
+    read_task = asyncio.ensure_future(reader())
+    getter: asyncio.Future[Any] | None = None
+    try:
+        while True:
+            if done_reading.is_set() and not running and out.empty():
+                break
+            getter = asyncio.ensure_future(out.get())
+            # keep draining the queue while waiting: handlers may block on a full queue
+            other: asyncio.Future[Any] = asyncio.ensure_future(
+                done_reading.wait() if not done_reading.is_set()
+                else asyncio.wait(list(running.values())) if running else asyncio.sleep(0))
+            done, _ = await asyncio.wait({getter, other}, return_when=asyncio.FIRST_COMPLETED)
+            if other not in done:
+                other.cancel()
+            if getter in done:
+                yield getter.result()
+            else:
+                getter.cancel()
+    finally:
+        read_task.cancel()
+        if getter is not None:
+            getter.cancel()
+        for task in list(running.values()):
+            task.cancel()
 
 
 class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
@@ -40,7 +100,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             graph = serde.graph_from_proto(request.graph_def)
             handle = self.core.register_graph(graph.nodes, request.session_handle,
                                               dict(request.cluster))
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a status
+        except Exception as exc:
             await abort_with(context, exc)
             raise  # unreachable: abort raises
         return worker_pb2.RegisterGraphResponse(graph_handle=handle,
@@ -62,7 +122,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             timeout = request.timeout_ms / 1000.0 if request.timeout_ms else None
             rets = await self.core.run_graph(request.graph_handle, request.step_id, args, timeout)
             return worker_pb2.RunGraphResponse(rets=[tensors.to_proto(r) for r in rets])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             await abort_with(context, exc)
             raise
 
@@ -84,6 +144,59 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         finally:
             for p in pending:
                 p.cancel()
+
+    # ------------------------------------------------------------------ the streamed hot path
+    async def RunGraphStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
+        """Many RunGraph calls over one stream; answers may come back out of order."""
+        out: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def one(msg: Any) -> None:
+            req = msg.request
+            try:
+                args = [tensors.from_proto(a) for a in req.args]
+                timeout = req.timeout_ms / 1000.0 if req.timeout_ms else None
+                rets = await self.core.run_graph(req.graph_handle, req.step_id, args, timeout)
+                answer = worker_pb2.RunGraphStreamResponse(
+                    request_id=msg.request_id,
+                    response=worker_pb2.RunGraphResponse(rets=[tensors.to_proto(r) for r in rets]))
+            except Exception as exc:  # noqa: BLE001 - every failure goes back as a status
+                answer = worker_pb2.RunGraphStreamResponse(request_id=msg.request_id,
+                                                           status=stream_status(exc))
+            out.put_nowait(answer)
+
+        async for answer in _serve_stream(request_iterator, out, lambda msg: one(msg)):
+            yield answer
+
+    async def RecvTensorStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
+        """Many RecvTensor calls over one stream; chunks carry their request's id."""
+        # bounded, so a big tensor streams at the pace of the socket instead of piling up
+        out: asyncio.Queue[Any] = asyncio.Queue(maxsize=8)
+
+        async def one(msg: Any) -> None:
+            req, rid = msg.request, msg.request_id
+            use_shm = self._shm and req.host_id == self.host_id
+            pending = [asyncio.ensure_future(self._recv_one(req.step_id, i, k))
+                       for i, k in enumerate(req.keys)]
+            try:
+                for fut in asyncio.as_completed(pending):
+                    i, value = await fut
+                    for chunk in tensors.encode(i, value, use_shm):
+                        await out.put(worker_pb2.RecvTensorStreamResponse(request_id=rid,
+                                                                          chunk=chunk))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                await out.put(worker_pb2.RecvTensorStreamResponse(request_id=rid,
+                                                                  status=stream_status(exc)))
+            finally:
+                for p in pending:
+                    p.cancel()
+
+        async for answer in _serve_stream(request_iterator, out, one, cancellable=True):
+            yield answer
+
+    async def _recv_one(self, step_id: int, i: int, key: str) -> tuple[int, Any]:
+        return i, await self.core.recv_tensor(step_id, key)
 
     async def CleanupGraph(self, request: Any, context: Any) -> Any:
         self.core.rendezvous.step_done(request.step_id)

@@ -26,6 +26,8 @@ from tensorgrid.client.train.optimizers import GradientDescentOptimizer
 from tensorgrid.client.train.server import ClusterSpec, Server, free_port
 from tensorgrid.client.train.sync_replicas import SyncReplicasOptimizer
 from tensorgrid.kernels.data_flow import ConditionalAccumulator as AccumulatorState
+from tensorgrid.kernels.data_flow import FIFOQueue as QueueState
+from tensorgrid.ops.data_flow import FIFOQueue
 
 JOIN_TIMEOUT_S = 120.0
 STEP_DEADLINE = RunOptions(timeout_in_ms=30_000)
@@ -51,14 +53,14 @@ class Cluster:
         self.servers.append(server)
         return server
 
-    def accumulator(self, shared_name: str) -> AccumulatorState:
-        """A gradient accumulator living on the ps (to count what it aggregated)."""
+    def resource(self, shared_name: str, kind: type) -> Any:
+        """A queue or an accumulator living on the ps (to look at its state)."""
         def missing() -> Any:
-            raise AssertionError(f"no accumulator {shared_name} on the ps")
+            raise AssertionError(f"no resource {shared_name} on the ps")
 
         dev = next(iter(self.ps.worker.devices.values()))
         found = dev.resources.lookup_or_create("", shared_name, missing)
-        assert isinstance(found, AccumulatorState)
+        assert isinstance(found, kind)
         return found
 
     def stop(self) -> None:
@@ -137,7 +139,8 @@ def _check_training(cluster: Cluster, steps: dict[int, int], losses: dict[int, l
         assert losses[i][-1] < 0.2 * losses[i][0], losses[i]
     # one update per take: the global step counts the takes of every accumulator, and every
     # take aggregated at least replicas_to_aggregate = 2 gradients
-    for acc in (cluster.accumulator("w:0/grad_accum"), cluster.accumulator("b:0/grad_accum")):
+    for name in ("w:0/grad_accum", "b:0/grad_accum"):
+        acc = cluster.resource(name, AccumulatorState)
         assert acc.takes == final_step
         assert acc.gradients_taken >= 2 * acc.takes
         # every gradient a replica applied was taken, dropped as stale, or is still pending
@@ -218,3 +221,40 @@ def test_sync_training_under_monitored_training_session(cluster: Cluster) -> Non
     res = _results(threads, out)
     (s0, l0), (s1, l1) = res["worker0"], res["worker1"]
     _check_training(cluster, {0: s0, 1: s1}, {0: l0, 1: l1}, _final_global_step(cluster))
+
+
+def test_waits_on_a_ps_queue_end_with_the_step_and_lose_nothing(cluster: Cluster) -> None:
+    """A dequeue waiting on the ps stops at the step's deadline, or as soon as another task of
+    the step fails; either way the queue keeps its elements and no waiter is left behind."""
+    with tf.device("/job:ps/task:0"):
+        q = FIFOQueue(-1, tf.int32, shapes=[[]], shared_name="work")
+        deq = q.dequeue()
+    with tf.device("/job:worker/task:0"):
+        local = FIFOQueue(-1, tf.int32, shapes=[[]], shared_name="local")
+        local_deq = local.dequeue()
+    with tf.Session(cluster.workers[0].target) as sess:
+        t0 = time.monotonic()
+        with pytest.raises(tf.errors.DeadlineExceededError):
+            sess.run(deq, options=RunOptions(timeout_in_ms=300))
+        assert time.monotonic() - t0 < 10
+        queue = cluster.resource("work", QueueState)  # made when the first step registered
+        assert queue.num_waiters == 0
+        # both partitions wait; closing the worker's queue fails its part, which aborts the step
+        out: dict[str, Any] = {}
+        t = _in_thread("both", lambda: sess.run([deq, local_deq], options=STEP_DEADLINE), out)
+        deadline = time.monotonic() + 10
+        while queue.num_waiters == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert queue.num_waiters == 1, "the ps dequeue never started waiting"
+        t0 = time.monotonic()
+        sess.run(local.close())
+        t.join(10)
+        assert not t.is_alive()
+        assert isinstance(out["both"], tf.errors.OutOfRangeError), out["both"]
+        assert time.monotonic() - t0 < 10
+        deadline = time.monotonic() + 10  # the ps hears of the abort by an RPC
+        while queue.num_waiters and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert queue.num_waiters == 0
+        sess.run(q.enqueue(7))
+        assert int(sess.run(deq, options=STEP_DEADLINE)) == 7

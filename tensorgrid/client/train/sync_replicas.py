@@ -189,7 +189,8 @@ class SyncReplicasOptimizer(Optimizer):
                                             shared_name="dummy_queue")
                     with graph.control_dependencies(train_ops):
                         token = token_queue.dequeue()
-                    train_op = assign(self._local_step, token).op
+                    with graph.colocate_with(self._local_step):
+                        train_op = assign(self._local_step, token).op
                     with graph.control_dependencies([update_op]):
                         # a fresh read: values are replaced, not updated in place, so the
                         # variable's snapshot could hold the step from before the update
@@ -203,8 +204,10 @@ class SyncReplicasOptimizer(Optimizer):
                     with graph.device(dev):
                         waits.append(accum.wait_for_grads(self._num_required,
                                                           timeout_ms=POLL_MS))
-                self._chief_queue_runner = _ChiefQueueRunner(
-                    dummy_queue, sync_op, waits, self._num_required, self._replicas_to_aggregate)
+                with graph.device(step_device):  # the runner's close ops, with its queue
+                    self._chief_queue_runner = _ChiefQueueRunner(
+                        dummy_queue, sync_op, waits, self._num_required,
+                        self._replicas_to_aggregate)
 
                 for accum, dev in self._accumulator_list:
                     with graph.device(dev):

@@ -1,0 +1,221 @@
+"""Client ends of the streamed hot path: one long-lived bidirectional call per peer, shared by many
+requests that are matched to their answers by id.
+
+If the stream breaks (the peer died or restarted), every request waiting on it fails at once with
+``UnavailableError`` naming the peer, and the next request opens a new stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from tensorgrid.core import errors
+from tensorgrid.pb import worker_pb2
+from tensorgrid.transport import tensors
+from tensorgrid.transport.status import from_rpc_error
+
+
+def error_of(status: Any) -> errors.OpError:
+    """The OpError a StreamStatus describes."""
+    return errors.make_error(status.code, status.message, node_name=status.node or None,
+                             op_type=status.op or None, device=status.device or None)
+
+
+class _Stream:
+    """One bidirectional call; ``dispatch`` is called with every message read."""
+
+    def __init__(self, open_call: Callable[[], Any], dispatch: Callable[[Any], None],
+                 on_broken: Callable[[errors.OpError], None], peer: str, address: str,
+                 what: str) -> None:
+        self._open_call = open_call
+        self._dispatch = dispatch
+        self._on_broken = on_broken
+        self._peer = peer
+        self._address = address
+        self._what = what
+        self._call: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._background: asyncio.Future[None] | None = None
+
+    async def write(self, msg: Any) -> None:
+        async with self._lock:  # writes on one call must not overlap
+            if self._call is None:
+                self._call = self._open_call()
+                self._reader = asyncio.ensure_future(self._read(self._call))
+            try:
+                await self._call.write(msg)
+            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                self._broken(exc)
+                raise self._error(exc) from None
+
+    async def _read(self, call: Any) -> None:
+        try:
+            async for msg in call:
+                self._dispatch(msg)
+            exc: BaseException | None = None
+        except grpc.RpcError as e:
+            exc = e
+        except asyncio.CancelledError:
+            return
+        if self._call is call:
+            self._broken(exc)
+
+    def _error(self, exc: BaseException | None) -> errors.OpError:
+        if isinstance(exc, grpc.RpcError):
+            return from_rpc_error(exc, self._peer, self._address, self._what)
+        return errors.UnavailableError(
+            f"Task {self._peer} ({self._address}) is unavailable: its {self._what} stream ended")
+
+    def _broken(self, exc: BaseException | None) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+        self._on_broken(self._error(exc))
+
+    def close(self) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+        if self._reader is not None:
+            self._reader.cancel()
+
+    def cancel_later(self, msg: Any) -> None:
+        """Send a message without waiting (a cancellation); failures are ignored."""
+        async def send() -> None:
+            try:
+                await self.write(msg)
+            except errors.OpError:
+                pass
+
+        self._background = asyncio.ensure_future(send())
+
+
+class RunGraphStreamClient:
+    """RunGraph to one task over a shared stream."""
+
+    def __init__(self, stub_for: Callable[[], Any], task: str, address: str,
+                 metadata: Any = None) -> None:
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._task = task
+        self._stream = _Stream(lambda: stub_for().RunGraphStream(metadata=metadata),
+                               self._on_message, self._fail_all, task, address, "RunGraph")
+
+    def _on_message(self, msg: Any) -> None:
+        fut = self._pending.pop(msg.request_id, None)
+        if fut is None or fut.done():
+            return
+        if msg.HasField("status") and msg.status.code:
+            fut.set_exception(error_of(msg.status))
+        else:
+            fut.set_result(msg.response)
+
+    def _fail_all(self, err: errors.OpError) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+
+    async def run_graph(self, request: Any, timeout: float) -> Any:
+        rid = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            await self._stream.write(worker_pb2.RunGraphStreamRequest(request_id=rid,
+                                                                      request=request))
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise errors.DeadlineExceededError(
+                f"RunGraph on task {self._task} exceeded its deadline ({timeout:.3g}s)") from None
+        finally:
+            self._pending.pop(rid, None)
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class _Recv:
+    __slots__ = ("assembler", "futures", "remaining")
+
+    def __init__(self, futures: list[asyncio.Future[Any]]) -> None:
+        self.futures = futures
+        self.assembler = tensors.Assembler()
+        self.remaining = len(futures)
+
+
+class RecvTensorStreamClient:
+    """RecvTensor from one peer over a shared stream; a request may carry many keys."""
+
+    def __init__(self, stub_for: Callable[[], Any], task: str, address: str,
+                 metadata: Any = None) -> None:
+        self._pending: dict[int, _Recv] = {}
+        self._ids = itertools.count(1)
+        self._stream = _Stream(lambda: stub_for().RecvTensorStream(metadata=metadata),
+                               self._on_message, self._fail_all, task, address, "RecvTensor")
+
+    def _on_message(self, msg: Any) -> None:
+        entry = self._pending.get(msg.request_id)
+        if entry is None:
+            return
+        if msg.HasField("status") and msg.status.code:
+            self._pending.pop(msg.request_id, None)
+            err = error_of(msg.status)
+            for f in entry.futures:
+                if not f.done():
+                    f.set_exception(err)
+            return
+        try:
+            done = entry.assembler.add(msg.chunk)
+        except errors.OpError as exc:
+            self._pending.pop(msg.request_id, None)
+            for f in entry.futures:
+                if not f.done():
+                    f.set_exception(exc)
+            return
+        if done is not None:
+            i, value = done
+            if not entry.futures[i].done():
+                entry.futures[i].set_result(value)
+            entry.remaining -= 1
+            if entry.remaining == 0:
+                self._pending.pop(msg.request_id, None)
+
+    def _fail_all(self, err: errors.OpError) -> None:
+        pending, self._pending = self._pending, {}
+        for entry in pending.values():
+            for f in entry.futures:
+                if not f.done():
+                    f.set_exception(err)
+
+    async def request(self, request: Any, futures: list[asyncio.Future[Any]]) -> None:
+        """Ask for ``request.keys``; each future gets its tensor (or the failure)."""
+        rid = next(self._ids)
+        self._pending[rid] = _Recv(futures)
+
+        def abandoned(_f: asyncio.Future[Any]) -> None:
+            entry = self._pending.get(rid)
+            if entry is not None and all(f.done() for f in entry.futures):
+                self._pending.pop(rid, None)
+                if any(f.cancelled() for f in entry.futures):
+                    self._stream.cancel_later(worker_pb2.RecvTensorStreamRequest(
+                        request_id=rid, cancel=True))
+
+        for f in futures:
+            f.add_done_callback(abandoned)
+        try:
+            await self._stream.write(worker_pb2.RecvTensorStreamRequest(request_id=rid,
+                                                                        request=request))
+        except errors.OpError as exc:
+            self._pending.pop(rid, None)
+            for f in futures:
+                if not f.done():
+                    f.set_exception(exc)
+
+    def close(self) -> None:
+        self._stream.close()
