@@ -85,6 +85,7 @@ from tensorgrid.ops.core_ops import (
                                       stop_gradient,
                                       tuple_,
 )
+from tensorgrid.ops.data_flow import ConditionalAccumulator, FIFOQueue, QueueBase
 from tensorgrid.ops.init_ops import *
 from tensorgrid.ops.math import *
 from tensorgrid.ops.random import *

@@ -40,11 +40,11 @@ class Settings(BaseSettings):
                                   description="a step's deadline when the client gives none")
     rpc_timeout_s: float = Field(default=30.0, gt=0,
                                  description="deadline of control RPCs to tasks")
-    heartbeat_timeout_s: float = Field(default=10.0, gt=0,
+    heartbeat_timeout_s: float = Field(default=3.0, gt=0,
                                        description="silence after which a task counts as dead")
     heartbeat_interval_s: float | None = Field(
-        default=None, gt=0,
-        description="how often tasks are polled (default: a third of the heartbeat timeout)")
+        default=0.5, gt=0,
+        description="the heartbeat period: tasks silent this long are polled")
 
     @field_validator("cluster", mode="before")
     @classmethod

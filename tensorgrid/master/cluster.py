@@ -58,6 +58,7 @@ class TaskState:
     host_id: str = ""
     device_types: tuple[str, ...] = ("CPU",)
     last_seen: float | None = None  # monotonic time of the last heartbeat or status reply
+    unreachable_since: float | None = None  # polls were refused since then (process gone)
     restarts: int = 0
     history: list[tuple[float, str]] = field(default_factory=list)
 
@@ -128,6 +129,7 @@ class ClusterState:
             t.history.append((time.time(), f"joined: incarnation {incarnation:x}"))
         t.incarnation = incarnation
         t.last_seen = now
+        t.unreachable_since = None
         if host_id:
             t.host_id = host_id
         if device_types:
@@ -138,12 +140,29 @@ class ClusterState:
 
     heartbeat = observe
 
-    def state(self, name: str) -> str:
-        """'alive', 'dead' (silent past the timeout) or 'unknown' (never heard from)."""
+    def mark_unreachable(self, name: str) -> None:
+        """Polls of the task are refused: it is dead until it answers again."""
         t = self.task(name)
+        if t.unreachable_since is None:
+            t.unreachable_since = self._clock()
+            t.history.append((time.time(), "unreachable"))
+
+    def state(self, name: str) -> str:
+        """'alive', 'dead' (silent past the timeout, or refusing connections) or 'unknown'
+        (never heard from)."""
+        t = self.task(name)
+        if t.unreachable_since is not None and t.last_seen is not None:
+            return "dead"
         if t.last_seen is None:
-            return "unknown"
+            return "dead" if t.unreachable_since is not None else "unknown"
         return "alive" if self._clock() - t.last_seen <= self.heartbeat_timeout else "dead"
+
+    def death_reason(self, name: str) -> str:
+        t = self.task(name)
+        if t.unreachable_since is not None:
+            return f"its port refuses connections since {self._clock() - t.unreachable_since:.1f}s"
+        age = self.heartbeat_age(name) or 0.0
+        return f"silent for {age:.1f}s (heartbeat timeout {self.heartbeat_timeout:g}s)"
 
     def heartbeat_age(self, name: str) -> float | None:
         t = self.task(name)

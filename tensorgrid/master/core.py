@@ -38,9 +38,10 @@ class Limits:
 
 
 class _LiveStep:
-    __slots__ = ("tasks", "failure")
+    __slots__ = ("failure", "session", "tasks")
 
-    def __init__(self, tasks: set[str], failure: asyncio.Future[None]) -> None:
+    def __init__(self, tasks: set[str], failure: asyncio.Future[None], session: str = "") -> None:
+        self.session = session
         self.tasks = tasks
         self.failure = failure
 
@@ -157,6 +158,12 @@ class MasterCore:
         s = self.sessions.pop(handle, None)
         if s is None:
             raise errors.NotFoundError(f"Session {handle} is not open on this master")
+        # its running steps stop now (a step blocked in a queue would otherwise wait out its
+        # deadline); their tasks are told to abort them
+        for live in self._live.values():
+            if live.session == handle and not live.failure.done():
+                live.failure.set_exception(errors.CancelledError(
+                    f"Session {handle} was closed while the step ran"))
         await s.close()
 
     def list_devices(self) -> list[str]:
@@ -234,7 +241,8 @@ class MasterCore:
 
     # ------------------------------------------------------------------ steps
     async def run_partitions(self, reg: RegisteredPlan, values: Sequence[Any],
-                             timeout: float, step_id: int | None = None) -> list[Any]:
+                             timeout: float, step_id: int | None = None,
+                             session: str = "") -> list[Any]:
         """Run one step of a registered plan on all its tasks; the results of its fetches.
 
         ``step_id`` names the step (None: a fresh random id).
@@ -250,7 +258,7 @@ class MasterCore:
             fut = asyncio.ensure_future(self.client(task).run_graph(handle, step_id, args, timeout))
             calls[fut] = task
         failure: asyncio.Future[None] = loop.create_future()
-        self._live[step_id] = _LiveStep(set(reg.handles), failure)
+        self._live[step_id] = _LiveStep(set(reg.handles), failure, session)
         self.counters["steps"] += 1
         try:
             results = await self._gather(step_id, calls, failure)

@@ -174,7 +174,7 @@ class MasterSession:
         values = [v for _, v in feeds]
         deadline = timeout or self.options.timeout_s or self.core.default_timeout
         try:
-            results = await self.core.run_partitions(reg, values, deadline, step_id)
+            results = await self.core.run_partitions(reg, values, deadline, step_id, self.handle)
         except errors.OpError as exc:
             self.stats["failed_steps"] += 1
             if exc.error_code in (errors.UNAVAILABLE, errors.ABORTED, errors.NOT_FOUND):

@@ -1,6 +1,12 @@
 """``tf.train``: optimizers, the global step and learning-rate schedules (and, added by the
 distributed runtime, cluster and session helpers)."""
 
+from tensorgrid.client.train.coordinator import (
+    Coordinator,
+    QueueRunner,
+    add_queue_runner,
+    start_queue_runners,
+)
 from tensorgrid.client.train.device_setter import (
     GreedyLoadBalancingStrategy,
     byte_size_load_fn,
@@ -54,6 +60,7 @@ from tensorgrid.client.train.optimizers import (
     RMSPropOptimizer,
 )
 from tensorgrid.client.train.server import ClusterSpec, Server
+from tensorgrid.client.train.sync_replicas import SyncReplicasOptimizer
 from tensorgrid.framework.importer import write_graph
 
 __all__ = [
@@ -75,4 +82,7 @@ __all__ = [
     "NanLossDuringTrainingError", "FinalOpsHook", "FeedFnHook", "GlobalStepWaiterHook", "Scaffold",
     "SessionCreator", "ChiefSessionCreator", "WorkerSessionCreator", "MonitoredSession",
     "SingularMonitoredSession", "MonitoredTrainingSession",
+    # synchronous training and queue runners
+    "SyncReplicasOptimizer", "Coordinator", "QueueRunner", "add_queue_runner",
+    "start_queue_runners",
 ]

@@ -130,7 +130,8 @@ class Coordinator:
             pass
         deadline = time.monotonic() + max(stop_grace_period_secs, 0.0)
         for t in pending:
-            t.join(max(deadline - time.monotonic(), 0.0))
+            if t.is_alive():  # (joining a thread never started would raise)
+                t.join(max(deadline - time.monotonic(), 0.0))
         stragglers = [t.name for t in pending if t.is_alive()]
         with self._lock:
             self._joined = True

@@ -19,6 +19,7 @@ from typing import Any
 from tensorgrid.core import errors
 from tensorgrid.master.cluster import ClusterState, normalize_cluster, task_name
 from tensorgrid.master.core import MasterCore
+from tensorgrid.master.health import HealthMonitor
 from tensorgrid.master.inprocess import InProcessTaskClient
 from tensorgrid.runtime.worker import WorkerCore
 
@@ -184,6 +185,12 @@ class Server:
                                  default_timeout=timeout)
         state.observe(self.task_name, self.worker.incarnation, host,
                       [d.device_type for d in self.worker.devices.values()])
+        # a TF1-style cluster has no central master for tasks to report to: this master watches
+        # the tasks itself (see tensorgrid/master/health.py)
+        interval = float(os.environ.get("TENSORGRID_HEARTBEAT_INTERVAL_S", "0.5"))
+        state.heartbeat_timeout = float(os.environ.get("TENSORGRID_HEARTBEAT_TIMEOUT_S", "3.0"))
+        self._monitor = HealthMonitor(self.master, interval)
+        self._monitor.start()
         self._server = TaskServer(_bind_address(self.address), worker=self.worker,
                                   master=self.master, token=self.token, host_id=host)
         try:
@@ -203,6 +210,9 @@ class Server:
         unregister_local_master(self.target)
         if self.loop.is_running():
             async def shutdown() -> None:
+                monitor = getattr(self, "_monitor", None)
+                if monitor is not None:
+                    await monitor.stop()
                 if self._server is not None:
                     await self._server.stop(1.0)
                 pool = getattr(self, "_pool", None)
