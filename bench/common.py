@@ -26,6 +26,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 RESULTS_DIR = BENCH_DIR / "results"
 RESULT_PREFIX = "RESULT "
+RESULTS_ENV = "TGBENCH_RESULTS"  # where a child appends its rows
 FRAMEWORKS = ("tensorgrid", "tensorflow")
 
 
@@ -120,11 +121,17 @@ def error_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}{where}"
 
 
-def emit(row: dict[str, Any], stream: IO[str] | None = None) -> None:
-    """Print a row as a ``RESULT`` line (what the orchestrator collects)."""
-    out = stream or sys.stdout
-    out.write(RESULT_PREFIX + json.dumps(row) + "\n")
-    out.flush()
+def emit(row: dict[str, Any]) -> None:
+    """Report a row: appended to the file named by ``TGBENCH_RESULTS`` (what the orchestrator
+    reads; one ``write`` per row, so other output of the process cannot garble it), and printed
+    as a ``RESULT`` line on stdout for people reading the log."""
+    line = json.dumps(row)
+    path = os.environ.get(RESULTS_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+    sys.stdout.write(RESULT_PREFIX + line + "\n")
+    sys.stdout.flush()
 
 
 def info(msg: str) -> None:
@@ -133,15 +140,18 @@ def info(msg: str) -> None:
     sys.stderr.flush()
 
 
-def parse_results(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """The rows of the ``RESULT`` lines among ``lines`` (other lines are ignored)."""
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a results file (a missing file has none; a garbled line is skipped)."""
     rows = []
-    for line in lines:
-        if line.startswith(RESULT_PREFIX):
-            try:
-                rows.append(json.loads(line[len(RESULT_PREFIX):]))
-            except json.JSONDecodeError:
-                continue
+    try:
+        text = path.read_text()
+    except OSError:
+        return rows
+    for line in text.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
     return rows
 
 
@@ -234,10 +244,15 @@ class Proc:
     popen: subprocess.Popen[bytes]
     log_path: Path
     log: IO[bytes]
+    results_path: Path
 
     @property
     def pid(self) -> int:
         return int(self.popen.pid)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows the process has reported so far."""
+        return read_rows(self.results_path)
 
     def log_text(self) -> str:
         if not self.log.closed:
@@ -260,8 +275,12 @@ def child_env(framework: str) -> dict[str, str]:
 
 def start_process(name: str, argv: Sequence[str], log_dir: Path,
                   env: dict[str, str] | None = None) -> Proc:
-    """Start ``argv`` with stdout and stderr going to ``log_dir/<name>.log``."""
+    """Start ``argv`` with stdout and stderr going to ``log_dir/<name>.log`` and its result rows
+    to ``log_dir/<name>.rows.jsonl``."""
     log_path = log_dir / f"{name}.log"
+    results_path = log_dir / f"{name}.rows.jsonl"
+    env = dict(env if env is not None else os.environ)
+    env[RESULTS_ENV] = str(results_path)
     log = open(log_path, "wb")  # noqa: SIM115 - closed by stop_process
     try:
         popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -270,7 +289,7 @@ def start_process(name: str, argv: Sequence[str], log_dir: Path,
         log.close()
         raise
     info(f"started {name} pid={popen.pid}")
-    return Proc(name, popen, log_path, log)
+    return Proc(name, popen, log_path, log, results_path)
 
 
 def wait_process(proc: Proc, timeout_s: float) -> int | None:
@@ -337,8 +356,7 @@ def run_child(name: str, argv: Sequence[str], log_dir: Path, timeout_s: float,
         rc = wait_process(proc, timeout_s)
     finally:
         info(stop_process(proc))
-    text = proc.log_text()
-    return rc, parse_results(text.splitlines()), text
+    return rc, proc.rows(), proc.log_text()
 
 
 # ----------------------------------------------------------------------------- pythons

@@ -32,7 +32,6 @@ from common import (
     free_ports,
     info,
     log_tail,
-    parse_results,
     python_for,
     settings_from_args,
     start_process,
@@ -125,7 +124,9 @@ def run_cluster(framework: str, unit: str, s: Settings, log_dir: Path) -> list[d
         for proc in procs.values():
             info(stop_process(proc))
     texts = {name: proc.log_text() for name, proc in procs.items()}
-    rows = dedupe(parse_results(texts.get("worker0", "").splitlines()))
+    got = procs["worker0"].rows() if "worker0" in procs else []
+    startup = [r for r in got if r.get("kind") == "startup"]
+    rows = dedupe([r for r in got if "bench" in r])
     seen = {r["bench"] for r in rows}
     for fig in unit_figures(unit, s):
         if fig not in seen:
@@ -134,6 +135,9 @@ def run_cluster(framework: str, unit: str, s: Settings, log_dir: Path) -> list[d
                                    f"{note}no result (worker0 rc={rc}). Logs: {tails}"))
     for row in rows:
         row.setdefault("logs", str(log_dir))
+        if startup:
+            # Unavailable answers before the cluster ran a first step (see wait_for_cluster)
+            row["startup_failed_attempts"] = startup[0]["failed_attempts"]
         if row.get("status") == "error" and note and not row["reason"].startswith(note):
             row["reason"] = note + row["reason"]
     return rows

@@ -68,6 +68,46 @@ def transfer_sizes(s: Settings) -> tuple[int, ...]:
     return TRANSFER_SIZES_MB[:2] if s.quick else TRANSFER_SIZES_MB
 
 
+# ----------------------------------------------------------------------------- start-up
+def wait_for_cluster(api: Api, target: str, devices: list[str], timeout_s: float) -> int:
+    """Run a tiny graph until it succeeds; returns the failed attempts.
+
+    The graph passes a scalar through ``devices`` in order and back to the first, so every task
+    has received from and sent to the first one (both directions of each channel are up).
+
+    TensorFlow's master waits for the tasks of a new session itself. tensorgrid's answers
+    ``UnavailableError`` while a task is not up yet, and also for about a second after it came up
+    (the gRPC channel's reconnect back-off), so the benchmark retries here, outside any
+    measurement, for a bounded time.
+
+    Raises:
+        UnavailableError: the cluster still did not answer after ``timeout_s``.
+    """
+    tf = api.tf
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device(devices[0]):
+            total = tf.constant(0.0)
+        for d in [*devices[1:], devices[0]]:
+            with tf.device(d):
+                total = total + 1.0
+    deadline = Deadline(timeout_s)
+    failures = 0
+    while True:
+        try:
+            # folding off: a folded chain would run on one task and prove nothing
+            cfg = api.session_config(fold_constants=False, device_filters=devices)
+            with tf.Session(target, graph=g, config=cfg) as sess:
+                sess.run(total)
+            return failures
+        except tf.errors.UnavailableError as exc:
+            failures += 1
+            if deadline.passed():
+                raise
+            info(f"cluster not ready yet ({type(exc).__name__}), retrying")
+            time.sleep(0.5)
+
+
 # ----------------------------------------------------------------------------- seed
 def bench_seed(api: Api, server: Any, cluster: Any, s: Settings) -> None:
     """(a) seed matmul with x and w on the ps, from worker 0: plain Session, then MTS."""
@@ -329,6 +369,9 @@ def role_main(framework: str, role: str, task: int, ports: list[int], unit: str,
         peers = spec["ps"] + ([spec["worker"][task]] if unit.startswith("train.")
                               else spec["worker"])
         wait_for_ports(peers, timeout_s=180)
+        devices = [f"/job:worker/task:{task}", "/job:ps/task:0"]
+        retries = wait_for_cluster(api, server.target, devices, timeout_s=60)
+        emit({"kind": "startup", "task": f"{role}{task}", "failed_attempts": retries})
         if unit == "seed":
             bench_seed(api, server, cluster, s)
         elif unit == "transfer":

@@ -36,6 +36,16 @@ POLL_S = 0.05
 LOG_TAIL_CHARS = 4000
 
 
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into ``SystemExit``, so a launcher stopped by its PID still runs its
+    ``finally`` blocks and stops the processes it started (by default SIGTERM ends Python at
+    once and orphans them)."""
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on now (another process may take it before we bind it: rare)."""
     with socket.socket() as s:
@@ -122,7 +132,7 @@ class Process:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(url, timeout=2.0) as r:  # noqa: S310 - loopback
+                with urllib.request.urlopen(url, timeout=2.0) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, OSError):
@@ -166,6 +176,17 @@ def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
+TASK_READY = "serving on"  # what ``python -m services.worker|ps`` prints once it listens
+
+
+def task_process(cluster: dict[str, Any], job: str, index: int, log_dir: str | Path) -> Process:
+    """Start ``python -m services.ps|worker`` for one task (wait for ``TASK_READY`` in its log
+    before using it)."""
+    module = "services.ps" if job == "ps" else "services.worker"
+    return Process(f"{job}{index}", python_module(module, "--cluster", json.dumps(cluster),
+                                                   "--job", job, "--task", str(index)), log_dir)
+
+
 def start_task(cluster: dict[str, Any], job: str, index: int, log_dir: str | Path,
                timeout: float = START_TIMEOUT_S) -> Process:
     """``python -m services.ps|worker`` for one task; returns once it serves.
@@ -173,11 +194,9 @@ def start_task(cluster: dict[str, Any], job: str, index: int, log_dir: str | Pat
     Raises:
         RuntimeError: it exited or did not serve within ``timeout`` seconds (it is stopped).
     """
-    module = "services.ps" if job == "ps" else "services.worker"
-    proc = Process(f"{job}{index}", python_module(module, "--cluster", json.dumps(cluster),
-                                                   "--job", job, "--task", str(index)), log_dir)
+    proc = task_process(cluster, job, index, log_dir)
     try:
-        proc.wait_for_output("serving on", timeout)
+        proc.wait_for_output(TASK_READY, timeout)
     except BaseException:
         proc.stop()
         raise
@@ -225,9 +244,12 @@ class LocalCluster:
         self.processes: list[Process] = []
         self.master_url: str | None = None
         try:
+            # the tasks start side by side; the master once they all serve
             for job in ("ps", "worker"):
                 for i in range(len(self.spec[job])):
-                    self.processes.append(start_task(self.spec, job, i, self.log_dir))
+                    self.processes.append(task_process(self.spec, job, i, self.log_dir))
+            for proc in self.processes:
+                proc.wait_for_output(TASK_READY)
             if master:
                 proc, self.master_url = start_master(self.spec, self.log_dir, env=master_env)
                 self.processes.append(proc)

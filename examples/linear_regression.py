@@ -1,8 +1,8 @@
 """Linear regression, the classic TensorFlow 1.x way: placeholders X and Y, a weight and a bias
 Variable, the squared loss and a GradientDescentOptimizer, trained in a ``tf.Session``.
 
-The data is synthetic (``y = 0.3 x + 0.7`` plus noise, drawn here with a fixed seed): there is no
-network to download a data set from.
+Synthetic data only (there is no network to download a data set from): ``y = 0.3 x + 0.7`` plus
+noise, drawn here with a fixed seed.
 
     python examples/linear_regression.py                       # in this process: tf.Session()
     python examples/linear_regression.py --steps 50            # a short run (what the tests do)
@@ -38,7 +38,7 @@ def synthetic_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", default="",
                         help="a master to run on (http://HOST:PORT or grpc://HOST:PORT); "
@@ -60,10 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # on a cluster: the variables on the parameter server, the math on a worker
     ps = tf.device("/job:ps/task:0") if on_cluster else contextlib.nullcontext()
     worker = tf.device("/job:worker/task:0") if on_cluster else contextlib.nullcontext()
-    X = tf.placeholder(tf.float32, name="X")  # noqa: N806 - the classic example's names
-    Y = tf.placeholder(tf.float32, name="Y")  # noqa: N806
+    X = tf.placeholder(tf.float32, name="X")  # the classic example's names
+    Y = tf.placeholder(tf.float32, name="Y")
     with ps:
-        W = tf.Variable(0.0, name="weight")  # noqa: N806
+        W = tf.Variable(0.0, name="weight")
         b = tf.Variable(0.0, name="bias")
     with worker:
         pred = tf.add(tf.multiply(X, W), b)

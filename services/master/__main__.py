@@ -25,11 +25,15 @@ def main(argv: list[str] | None = None) -> None:
                                           "(default: $TENSORGRID_CLUSTER)")
     parser.add_argument("--host", help="listen address (default: $TENSORGRID_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="listen port (default: $TENSORGRID_PORT or 8080)")
+    parser.add_argument("--grpc-port", type=int,
+                        help="port of the MasterService over gRPC, where tasks send heartbeats "
+                             "(default: $TENSORGRID_GRPC_PORT, else none)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {k: v for k, v in
                                  (("cluster", args.cluster), ("host", args.host),
-                                  ("port", args.port)) if v is not None}
+                                  ("port", args.port), ("grpc_port", args.grpc_port))
+                                 if v is not None}
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:

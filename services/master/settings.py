@@ -26,6 +26,10 @@ class Settings(BaseSettings):
         description="cluster spec {job: [host:port, ...]}: JSON, or the path of a JSON file")
     host: str = Field(default="127.0.0.1", description="address the HTTP server listens on")
     port: int = Field(default=8080, ge=0, le=65535)
+    grpc_port: int | None = Field(
+        default=None, ge=0, le=65535,
+        description="port of the MasterService over gRPC on the same host (tasks push their "
+                    "heartbeats there; Session('grpc://host:port') works too); none when unset")
     max_nodes: int = Field(default=200_000, gt=0,
                            description="most nodes a session's graph may have")
     max_request_bytes: int = Field(default=256 * MiB, gt=0,

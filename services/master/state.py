@@ -14,6 +14,7 @@ from tensorgrid.master.cluster import ClusterState, TaskState
 from tensorgrid.master.core import Limits, MasterCore
 from tensorgrid.master.session import MasterSession
 from tensorgrid.transport.channels import ChannelPool
+from tensorgrid.transport.server import TaskServer
 from tensorgrid.transport.worker_client import GrpcTaskClient
 
 log = logging.getLogger("tensorgrid.master")
@@ -45,10 +46,19 @@ class MasterState:
         self.metrics = MasterMetrics(self.core)
         self.graph_reports: dict[str, dict[str, Any]] = {}
         self.monitor = HealthMonitor(self.core, settings.poll_interval_s, settings.rpc_timeout_s)
+        # the MasterService over gRPC (heartbeats from the tasks), when a port is configured
+        self.grpc: TaskServer | None = None
+        if settings.grpc_port is not None:
+            self.grpc = TaskServer(f"{settings.host}:{settings.grpc_port}", master=self.core,
+                                   token=token)
 
     async def start(self) -> None:
-        """Start watching the cluster's health."""
+        """Start watching the cluster's health, and serve the MasterService over gRPC when a
+        port is configured."""
         self.monitor.start()
+        if self.grpc is not None:
+            port = await self.grpc.start()
+            log.info("MasterService (gRPC) serving on %s:%d", self.settings.host, port)
 
     async def close_session(self, handle: str) -> None:
         """Close a session (its plan-cache counts stay in the metrics)."""
@@ -57,8 +67,11 @@ class MasterState:
         await self.core.close_session(handle)
 
     async def close(self, grace: float = 5.0) -> None:
-        """Stop the monitor, release every session's partitions on the tasks, close channels."""
+        """Stop the monitor and the gRPC MasterService, release every session's partitions on
+        the tasks, close channels."""
         await self.monitor.stop()
+        if self.grpc is not None:
+            await self.grpc.stop(min(grace, 1.0))
         handles = list(self.core.sessions)
         if handles:
             closing = asyncio.gather(*(self.close_session(h) for h in handles),

@@ -9,7 +9,7 @@ import os
 import sys
 
 from services.config import load_cluster
-from services.worker.main import serve
+from services.worker.main import HEARTBEAT_INTERVAL_S, serve
 from tensorgrid.core import errors
 from tensorgrid.master.cluster import ClusterState
 
@@ -28,6 +28,12 @@ def build_parser(default_job: str) -> argparse.ArgumentParser:
                              "in the cluster spec)")
     parser.add_argument("--master", default=os.environ.get("TENSORGRID_MASTER"),
                         help="gRPC address of a master to send heartbeats to")
+    # argparse converts a string default with ``type``, so a bad variable is a usage error
+    parser.add_argument("--heartbeat-interval", type=float,
+                        default=os.environ.get("TENSORGRID_HEARTBEAT_INTERVAL_S")
+                        or HEARTBEAT_INTERVAL_S,
+                        help="seconds between heartbeats to the master (default: "
+                             f"$TENSORGRID_HEARTBEAT_INTERVAL_S or {HEARTBEAT_INTERVAL_S:g})")
     parser.add_argument("--token", default=os.environ.get("TENSORGRID_TOKEN"),
                         help="bearer token (default: $TENSORGRID_TOKEN)")
     parser.add_argument("--grace", type=float, default=2.0,
@@ -53,7 +59,7 @@ def main(argv: list[str] | None = None, default_job: str = "worker") -> int:
             print(f"tensorgrid task {task} serving on {bind} port {port}", flush=True)
 
         asyncio.run(serve(task, bind, spec, args.master, args.token or None, ready=ready,
-                          grace=args.grace))
+                          grace=args.grace, heartbeat_interval=args.heartbeat_interval))
     except (ValueError, errors.OpError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

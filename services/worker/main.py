@@ -16,6 +16,7 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import tensorgrid.checkpoint  # noqa: F401 - registers the checkpoint kernels this task runs
 from services.config import load_cluster
 from tensorgrid.client.local import local_devices
 from tensorgrid.core import errors
@@ -31,7 +32,7 @@ from tensorgrid.transport.worker_client import GrpcRemoteRecv
 
 log = logging.getLogger("tensorgrid.task")
 
-HEARTBEAT_INTERVAL_S = 1.0
+HEARTBEAT_INTERVAL_S = 0.5
 
 
 def task_devices(task: str) -> dict[str, LocalDevice]:

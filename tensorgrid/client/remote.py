@@ -165,6 +165,10 @@ class InProcessMasterBackend(_MasterBackend):
     def list_devices(self) -> list[str]:
         return self.host.master.list_devices()  # type: ignore[no-any-return]
 
+    def cluster_state(self) -> list[dict[str, Any]]:
+        """Each task's state as the hosted master sees it (no round trip)."""
+        return self.host.master.cluster.describe()  # type: ignore[no-any-return]
+
 
 class GrpcMasterBackend(_MasterBackend):
     """The MasterService of a remote ``train.Server`` over gRPC."""
@@ -301,6 +305,16 @@ class HttpMasterBackend(_MasterBackend):
         except httpx.TransportError:
             pass
         self._http.close()
+
+    def cluster_state(self) -> list[dict[str, Any]]:
+        """Each task's state as the master sees it (``GET /v1/cluster``)."""
+        import httpx
+
+        try:
+            r = self._http.get("/v1/cluster", headers={"Accept": "application/json"}, timeout=5.0)
+        except httpx.TransportError as exc:
+            raise errors.UnavailableError(f"Master {self.url} is unreachable: {exc}") from None
+        return list(r.json()["tasks"])
 
     def list_devices(self) -> list[str]:
         import httpx

@@ -1,6 +1,7 @@
 """``tf.train``: optimizers, the global step and learning-rate schedules (and, added by the
 distributed runtime, cluster and session helpers)."""
 
+import tensorgrid.checkpoint  # registers the checkpoint ops and kernels (tasks run them)
 from tensorgrid.client.train.coordinator import (
     Coordinator,
     QueueRunner,

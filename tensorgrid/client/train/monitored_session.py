@@ -499,12 +499,18 @@ def MonitoredTrainingSession(
 
     The chief (``is_chief=True``) initializes the model and runs ``chief_only_hooks`` as well as
     ``hooks``; a worker waits (every ``recovery_wait_secs``, up to ``max_wait_secs``) until the
-    chief has initialized it. tensorgrid has no checkpoints or summaries yet: the chief refuses a
-    ``checkpoint_dir`` (``UnimplementedError``), and with a ``summary_dir`` only the steps/sec of a
-    ``StepCounterHook`` are logged. The save_* arguments are accepted for compatibility.
+    chief has initialized it. With a ``checkpoint_dir`` (a checkpoint directory in Redis) the
+    chief restores the latest intact checkpoint there (or initializes when there is none) and
+    saves one every ``save_checkpoint_steps`` steps or ``save_checkpoint_secs`` seconds (default
+    600 s; a failed save is logged and training goes on). tensorgrid writes no summaries: with a
+    ``summary_dir`` only the steps/sec of a ``StepCounterHook`` are logged, and the
+    save_summaries_* arguments are accepted for compatibility.
 
     Args:
         master: the session target ('' in-process, ``server.target``, 'http://host:port').
+        checkpoint_dir: where the chief restores from and saves to.
+        save_checkpoint_steps, save_checkpoint_secs: the chief's checkpoint interval (at most
+            one; None or 0 for both: no periodic saves).
         recovery_wait_secs: how often a worker checks whether the model is ready.
         max_recovery_attempts, max_recovery_secs: bounds of recovery, per ``run`` call.
 
@@ -527,8 +533,31 @@ def MonitoredTrainingSession(
     if summary_dir and log_step_count_steps and log_step_count_steps > 0:
         all_hooks.append(StepCounterHook(every_n_steps=log_step_count_steps,
                                          output_dir=summary_dir))
+    if checkpoint_dir:
+        saver_hook = _checkpoint_saver_hook(checkpoint_dir, scaffold, save_checkpoint_secs,
+                                            save_checkpoint_steps)
+        if saver_hook is not None:
+            all_hooks.append(saver_hook)
     all_hooks.extend(hooks or [])
     return MonitoredSession(creator, hooks=all_hooks,
                             stop_grace_period_secs=stop_grace_period_secs,
                             max_recovery_attempts=max_recovery_attempts,
                             max_recovery_secs=max_recovery_secs)
+
+
+def _checkpoint_saver_hook(checkpoint_dir: str, scaffold: Scaffold, secs: Any,
+                           steps: Any) -> SessionRunHook | None:
+    """The chief's ``CheckpointSaverHook`` with TensorFlow's defaults (every 600 s when neither
+    interval is given), or None when both intervals are None or 0."""
+    from tensorgrid.client.train.checkpoint_hooks import CheckpointSaverHook
+
+    if secs is USE_DEFAULT and steps is USE_DEFAULT:
+        secs, steps = 600, None
+    elif secs is USE_DEFAULT:
+        secs = None
+    elif steps is USE_DEFAULT:
+        steps = None
+    if not ((secs and secs > 0) or (steps and steps > 0)):
+        return None
+    return CheckpointSaverHook(checkpoint_dir, save_secs=secs or None, save_steps=steps or None,
+                               scaffold=scaffold)

@@ -248,8 +248,12 @@ class ChiefSessionCreator(SessionCreator, _SessionPreparer):
         scaffold: the pieces to use (default ``Scaffold()``).
         master: the session target ('' in-process, a ``Server``'s target, 'http://...').
         config: a ``ConfigProto``.
-        checkpoint_dir, checkpoint_filename_with_path: where to restore from. Checkpointing is
-            not in tensorgrid yet: giving either raises ``UnimplementedError`` at once.
+        checkpoint_dir: restore the latest intact checkpoint of this directory (falling back
+            past damaged ones, each logged) when there is one, else initialize.
+        checkpoint_filename_with_path: restore exactly this checkpoint.
+
+    With either, the scaffold's saver is used; when it has none, a Saver of every global variable
+    is added to the SAVERS collection before the graph is finalized.
     """
 
     def __init__(self, scaffold: Scaffold | None = None, master: str = "",
@@ -258,15 +262,18 @@ class ChiefSessionCreator(SessionCreator, _SessionPreparer):
         if checkpoint_dir and checkpoint_filename_with_path:
             raise ValueError("Can not provide both checkpoint_dir and "
                              "checkpoint_filename_with_path.")
-        if checkpoint_dir or checkpoint_filename_with_path:
-            raise errors.UnimplementedError(
-                "Restoring checkpoints is not available yet in tensorgrid (no Saver): pass "
-                f"checkpoint_dir=None (got {checkpoint_dir or checkpoint_filename_with_path!r}); "
-                "nothing would be saved or restored.")
         _SessionPreparer.__init__(self, scaffold, master, config)
         self._checkpoint_dir = checkpoint_dir
         self._checkpoint_filename_with_path = checkpoint_filename_with_path
         self._sessions_created = 0
+
+    def _new_session(self) -> Session:
+        if (self._checkpoint_dir or self._checkpoint_filename_with_path) and \
+                self._scaffold.saver is None and not self._graph.finalized:
+            from tensorgrid.checkpoint.saver import saver_or_default
+
+            saver_or_default(self._graph)  # Scaffold.finalize takes it from SAVERS and builds it
+        return super()._new_session()
 
     def create_session(self) -> Session:
         """A session with a ready model.
@@ -322,10 +329,30 @@ class ChiefSessionCreator(SessionCreator, _SessionPreparer):
             sc.init_fn(sess)
 
     def _restore_checkpoint(self, sess: Session) -> bool:
-        """Restore the latest checkpoint of ``checkpoint_dir`` with ``scaffold.saver``; True when
-        one was restored. Checkpointing lands in a later change (a checkpoint location is refused
-        by the constructor until then), so there is never one to restore here."""
-        return False
+        """Restore ``checkpoint_filename_with_path``, or the latest intact checkpoint of
+        ``checkpoint_dir``, with ``scaffold.saver``; True when one was restored.
+
+        Raises:
+            DataLossError: every checkpoint of the directory is damaged, or the named one is.
+            NotFoundError, InvalidArgumentError: the checkpoint does not match the graph.
+            UnavailableError: Redis is unreachable (the monitored session retries).
+        """
+        if not (self._checkpoint_dir or self._checkpoint_filename_with_path):
+            return False
+        saver = self._scaffold.saver
+        if saver is None:
+            _log.warning("No saver to restore with: initializing the model")
+            return False
+        if self._checkpoint_filename_with_path:
+            saver.restore(sess, self._checkpoint_filename_with_path)
+            _log.info("Restored the model from %s", self._checkpoint_filename_with_path)
+            return True
+        path = saver.restore_latest(sess, self._checkpoint_dir)
+        if path is None:
+            _log.info("No checkpoint in %s: initializing the model", self._checkpoint_dir)
+            return False
+        _log.info("Restored the model from %s", path)
+        return True
 
 
 class WorkerSessionCreator(SessionCreator, _SessionPreparer):

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -319,19 +320,57 @@ class _ChiefQueueRunner(QueueRunner):
         self._num_required = num_required
         self.replicas_to_aggregate = replicas_to_aggregate
         self.updates = 0
+        # how many replicas are alive now (None: unknown); set by the hook from the cluster's
+        # health, so an update goes on with the live replicas instead of waiting for a dead one
+        self.live_replicas: Callable[[], int | None] | None = None
 
     def _make_step(self, sess: Any, enqueue_op: Any) -> Callable[[], None]:
         wait = sess.make_callable(self._waits, [self._num_required])
         update = sess.make_callable(enqueue_op, [self._num_required])
 
         def step() -> None:
-            n = np.int32(self.replicas_to_aggregate)
+            n = self.replicas_to_aggregate
+            live = self.live_replicas() if self.live_replicas is not None else None
+            if live is not None and 0 < live < n:
+                n = live
+            n = np.int32(n)
             if min(wait(n)) < n:
                 return  # not all in yet (nothing was taken): check for a stop, wait again
             update(n)
             self.updates += 1
 
         return step
+
+
+def _live_replicas_of(session: Any, total: int, refresh_s: float = 0.5
+                      ) -> Callable[[], int | None] | None:
+    """``total`` minus the worker tasks the session's master reports dead (read at most every
+    ``refresh_s``), or None when the session has no master that knows the cluster's health."""
+    raw = getattr(session, "_sess", None) or session
+    for attr in ("raw_session", "_session"):
+        raw = getattr(raw, attr, raw)
+    backend = getattr(raw, "_backend", None)
+    state = getattr(backend, "cluster_state", None)
+    if state is None:
+        return None
+    cache: list[Any] = [0.0, None]
+
+    def live() -> int | None:
+        now = time.monotonic()
+        if now - cache[0] >= refresh_s:
+            cache[0] = now
+            try:
+                tasks = state()
+            except Exception:  # noqa: BLE001 - health is advisory: keep the configured count
+                tasks = None
+            if tasks is None:
+                cache[1] = None
+            else:
+                dead = sum(1 for t in tasks if t.get("job") == "worker" and t["state"] == "dead")
+                cache[1] = max(1, total - dead)
+        return cache[1]  # type: ignore[no-any-return]
+
+    return live
 
 
 class _SyncReplicasOptimizerHook(SessionRunHook):
@@ -385,6 +424,8 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
             session.run(self._init_tokens_op)
         if self._q_runner is not None:
             self._stop_quietly()  # a re-created session (recovery) gets a fresh runner
+            self._q_runner.live_replicas = _live_replicas_of(
+                session, self._sync_optimizer._total_num_replicas)
             self._own_coord = coord is None
             self._coord = Coordinator() if coord is None else coord
             self._threads = self._q_runner.create_threads(session, coord=self._coord,

@@ -1,0 +1,46 @@
+"""``/v1/checkpoints``: the checkpoints in Redis (``REDIS_URL``, else the embedded server), read
+only: directories, the checkpoints of one, and one checkpoint's manifest and status."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from services.master.deps import Authorized
+from tensorgrid.checkpoint.redis_server import redis_url
+from tensorgrid.checkpoint.store import CheckpointStore
+
+router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"], dependencies=[Authorized])
+
+
+async def _store() -> CheckpointStore:
+    # redis_url() may start the embedded server (a subprocess and a wait): off the event loop
+    return CheckpointStore.connect(await asyncio.to_thread(redis_url))
+
+
+@router.get("", summary="Checkpoint directories, or the checkpoints of one")
+async def list_checkpoints(
+        directory: Annotated[str | None, Query(alias="dir", description="a checkpoint directory, "
+                                               "e.g. runs/exp1")] = None) -> dict[str, Any]:
+    """Without ``dir``: every directory with its checkpoint count and latest intact checkpoint.
+    With it: that directory's checkpoints, oldest first, each with its global step, time, size,
+    whether ``latest`` names it, and its status ("ok" or "damaged: why", from the manifest and
+    the blobs' byte counts)."""
+    async with await _store() as store:
+        if directory is None:
+            return {"directories": await store.summarize()}
+        return {"directory": directory, "checkpoints": await store.describe(directory)}
+
+
+@router.get("/{directory:path}/{name}", summary="One checkpoint: manifest and status")
+async def show_checkpoint(
+        directory: str, name: str,
+        verify: Annotated[bool, Query(description="read every blob and check its sha256")] = False
+) -> dict[str, Any]:
+    """The checkpoint ``name`` of ``directory`` (``/v1/checkpoints/runs/exp1/model.ckpt-100``):
+    its global step, time, tensors (dtype, shape, bytes, sha256, device) and status. 404 when it
+    does not exist, 503 when Redis is down."""
+    async with await _store() as store:
+        return await store.show(directory, name, verify)

@@ -1,0 +1,420 @@
+"""The ``tensorgrid`` command line.
+
+* ``tensorgrid local``: a self-healing cluster on this machine (Redis, master, ps, workers).
+* ``tensorgrid master | worker | ps``: one process of a cluster (the services' entry points).
+* ``tensorgrid submit GRAPH.json``: run a graph once on a master (``POST /v1/run``).
+* ``tensorgrid status``: the master's view of its cluster (``GET /v1/cluster``).
+* ``tensorgrid health TARGET``: a healthcheck (a task's gRPC health, the master's ``/healthz``).
+* ``tensorgrid checkpoints ls | show | rm``: the checkpoints kept in Redis.
+
+Heavy imports happen inside the commands, so ``--help`` and healthchecks stay quick.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+DEFAULT_MASTER = "http://127.0.0.1:8000"
+MASTER_ENV = "TENSORGRID_MASTER_URL"
+TOKEN_ENV = "TENSORGRID_TOKEN"
+
+app = typer.Typer(name="tensorgrid", no_args_is_help=True, add_completion=False,
+                  rich_markup_mode=None,
+                  help="tensorgrid: a distributed dataflow runtime with a TensorFlow 1.x-style "
+                       "API. Run a local cluster, its services, graphs, and checkpoints.")
+checkpoints_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                              help="List, show and remove the checkpoints kept in Redis.")
+app.add_typer(checkpoints_app, name="checkpoints")
+
+MasterOpt = Annotated[str, typer.Option("--master", "-m", envvar=MASTER_ENV,
+                                        help="the master's HTTP URL")]
+TokenOpt = Annotated[str | None, typer.Option("--token", envvar=TOKEN_ENV, show_default=False,
+                                              help="bearer token of the master")]
+LogLevelOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error")]
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+# ------------------------------------------------------------------------ local
+@app.command()
+def local(
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="worker tasks")] = 2,
+    ps: Annotated[int, typer.Option("--ps", min=0, help="parameter-server tasks")] = 1,
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535,
+                                      help="the master's HTTP port (0: any free port)")] = 8000,
+    host: Annotated[str, typer.Option(help="the master's listen address")] = "127.0.0.1",
+    state_dir: Annotated[Path | None, typer.Option(
+        help="Redis data, logs and lock (default: $TENSORGRID_HOME/local)",
+        show_default=False)] = None,
+    redis_url: Annotated[str | None, typer.Option(
+        envvar="REDIS_URL", show_default=False,
+        help="a Redis to use instead of starting one of the cluster's own")] = None,
+    heartbeat_interval: Annotated[float, typer.Option(min=0.01, help="seconds")] = 0.5,
+    heartbeat_timeout: Annotated[float, typer.Option(min=0.05, help="seconds")] = 3.0,
+    restart: Annotated[bool, typer.Option("--restart/--no-restart",
+                                          help="restart processes that die")] = True,
+    start_timeout: Annotated[float, typer.Option(help="seconds to wait for health")] = 60.0,
+    log_level: LogLevelOpt = "info",
+) -> None:
+    """Run a local cluster until Ctrl-C or SIGTERM: Redis, the master, ps and worker tasks as
+    separate processes on 127.0.0.1, restarted when they die. Prints the master's URL."""
+    _setup_logging(log_level)
+    from tensorgrid.cluster.local import LocalCluster
+    from tensorgrid.core import errors
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    cluster = LocalCluster(workers=workers, ps=ps, port=port, host=host, redis_url=redis_url,
+                           heartbeat_interval=heartbeat_interval,
+                           heartbeat_timeout=heartbeat_timeout, restart=restart,
+                           state_dir=state_dir, start_timeout=start_timeout, log_level=log_level)
+    try:
+        try:
+            cluster.start()
+        except errors.OpError as exc:
+            raise _fail(str(exc)) from None
+        _print_local(cluster)
+        while not stop.wait(0.5):
+            pass
+        typer.echo("stopping the local cluster ...", err=True)
+    finally:
+        cluster.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    typer.echo("local cluster stopped", err=True)
+
+
+def _print_local(cluster: Any) -> None:
+    typer.echo(f"tensorgrid local cluster: master {cluster.url}")
+    typer.echo(f"  master gRPC  {cluster.grpc_target}")
+    typer.echo(f"  redis        {cluster.redis_url}")
+    for p in cluster.processes():
+        if p.role in ("ps", "worker"):
+            typer.echo(f"  {p.name:<12} {p.address:<22} pid {p.pid}")
+    typer.echo(f"  logs         {cluster.log_dir}")
+    typer.echo(f"Use tf.Session({cluster.url!r}); Ctrl-C stops the cluster.", err=True)
+    sys.stdout.flush()
+
+
+# ------------------------------------------------------------------------ services
+def _flags(**values: Any) -> list[str]:
+    """``--name value`` for every option given (None: leave it to the service's defaults)."""
+    argv: list[str] = []
+    for name, value in values.items():
+        if value is not None:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv
+
+
+ClusterOpt = Annotated[str | None, typer.Option(
+    help="cluster spec: JSON or a file path (default: $TENSORGRID_CLUSTER)", show_default=False)]
+
+
+@app.command()
+def master(
+    cluster: ClusterOpt = None,
+    host: Annotated[str | None, typer.Option(
+        help="listen address (default: $TENSORGRID_HOST or 127.0.0.1)", show_default=False)] = None,
+    port: Annotated[int | None, typer.Option(
+        help="HTTP port (default: $TENSORGRID_PORT or 8080)", show_default=False)] = None,
+    grpc_port: Annotated[int | None, typer.Option(
+        help="port of the gRPC MasterService for heartbeats (default: $TENSORGRID_GRPC_PORT)",
+        show_default=False)] = None,
+    log_level: LogLevelOpt = "info",
+) -> None:
+    """Serve the HTTP master (python -m services.master); settings from TENSORGRID_*."""
+    from services.master.__main__ import main as master_main
+
+    master_main(_flags(cluster=cluster, host=host, port=port, grpc_port=grpc_port,
+                       log_level=log_level))
+
+
+def _task(default_job: str, cluster: str | None, job: str | None, task: int, bind: str | None,
+          master_address: str | None, heartbeat_interval: float | None, grace: float | None,
+          log_level: str) -> None:
+    from services.worker.cli import main as task_main
+
+    argv = _flags(cluster=cluster, job=job, task=task, bind=bind, master=master_address,
+                  heartbeat_interval=heartbeat_interval, grace=grace, log_level=log_level)
+    code = task_main(argv, default_job=default_job)
+    raise typer.Exit(code)
+
+
+TaskOpt = Annotated[int, typer.Option("--task", "-t", min=0, help="task index in the job")]
+BindOpt = Annotated[str | None, typer.Option(
+    help="listen address host:port (default: $TENSORGRID_BIND, else the spec's address)",
+    show_default=False)]
+MasterGrpcOpt = Annotated[str | None, typer.Option(
+    "--master", help="gRPC address of the master for heartbeats (default: $TENSORGRID_MASTER)",
+    show_default=False)]
+IntervalOpt = Annotated[float | None, typer.Option(
+    help="seconds between heartbeats (default: $TENSORGRID_HEARTBEAT_INTERVAL_S or 1)",
+    show_default=False)]
+GraceOpt = Annotated[float | None, typer.Option(help="seconds in-flight calls get when stopping",
+                                                show_default=False)]
+
+
+@app.command()
+def worker(cluster: ClusterOpt = None, task: TaskOpt = 0,
+           job: Annotated[str, typer.Option(help="job name")] = "worker",
+           bind: BindOpt = None, master_address: MasterGrpcOpt = None,
+           heartbeat_interval: IntervalOpt = None, grace: GraceOpt = None,
+           log_level: LogLevelOpt = "info") -> None:
+    """Serve one worker task (python -m services.worker) until SIGTERM or Ctrl-C."""
+    _task("worker", cluster, job, task, bind, master_address, heartbeat_interval, grace,
+          log_level)
+
+
+@app.command()
+def ps(cluster: ClusterOpt = None, task: TaskOpt = 0, bind: BindOpt = None,
+       master_address: MasterGrpcOpt = None, heartbeat_interval: IntervalOpt = None,
+       grace: GraceOpt = None, log_level: LogLevelOpt = "info") -> None:
+    """Serve one parameter-server task (python -m services.ps) until SIGTERM or Ctrl-C."""
+    _task("ps", cluster, "ps", task, bind, master_address, heartbeat_interval, grace, log_level)
+
+
+@app.command()
+def health(
+    target: Annotated[str, typer.Argument(
+        help="a task's HOST:PORT (gRPC health), or the master's http://HOST:PORT[/healthz]")],
+    service: Annotated[str, typer.Option(help="gRPC service to ask about ('' = the server)")] = "",
+    timeout: Annotated[float, typer.Option(help="seconds")] = 3.0,
+) -> None:
+    """Exit 0 when TARGET is healthy (SERVING, or HTTP 200), else 1: for healthchecks."""
+    from tensorgrid.cluster.probes import grpc_health, http_healthy
+
+    if target.startswith(("http://", "https://")):
+        ok = http_healthy(target, timeout)
+        typer.echo("SERVING" if ok else "NOT_SERVING")
+    else:
+        status = grpc_health(target, service, timeout)
+        ok = status == "SERVING"
+        typer.echo(status)
+    raise typer.Exit(0 if ok else 1)
+
+
+# ------------------------------------------------------------------------ HTTP clients
+def _http(method: str, url: str, token: str | None, timeout: float, body: Any = None) -> Any:
+    """One JSON request to the master; exits with the master's error message on failure."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        r = httpx.request(method, url, json=body, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise _fail(f"the master at {url} is unreachable: {exc}") from None
+    try:
+        doc = r.json()
+    except ValueError:
+        doc = None
+    if r.status_code >= 400:
+        err = doc.get("error", {}) if isinstance(doc, dict) else {}
+        message = err.get("message") or r.text[:500]
+        raise _fail(f"{err.get('code', r.status_code)}: {message}")
+    return doc
+
+
+def _placeholder_dtypes(graph: dict[str, Any]) -> dict[str, str]:
+    """The dtype of each placeholder of a GraphDef in JSON form, by node name."""
+    out: dict[str, str] = {}
+    for node in graph.get("node", []) if isinstance(graph, dict) else []:
+        if isinstance(node, dict) and str(node.get("op", "")).startswith("Placeholder"):
+            dtype = (node.get("attr", {}).get("dtype") or {}).get("type")
+            if dtype is not None:
+                out[str(node.get("name"))] = str(dtype)
+    return out
+
+
+def _feed_tensor(name: str, text: str, dtypes_by_node: dict[str, str]) -> dict[str, Any]:
+    """A ``--feed`` value as a JSON tensor: ``@file.npy``, ``@file.json``, or inline JSON (a
+    number, a nested list, or a full ``{"dtype", "shape", "values"}`` tensor)."""
+    import numpy as np
+
+    from tensorgrid.core import dtypes
+
+    if text.startswith("@"):
+        path = Path(text[1:]).expanduser()
+        try:
+            if path.suffix == ".json":
+                value: Any = json.loads(path.read_text())
+            else:
+                value = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise _fail(f"--feed {name}: cannot read {path}: {exc}") from None
+    else:
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise _fail(f"--feed {name}: not JSON ({exc}); use @file.npy for arrays") from None
+    if isinstance(value, dict):
+        return value  # already a JSON tensor
+    arr = np.asarray(value)
+    wanted = dtypes_by_node.get(name.split(":")[0])
+    if wanted is not None:
+        dt = dtypes.as_dtype(wanted)
+    elif not isinstance(value, np.ndarray) and arr.dtype in (np.float64, np.int64):
+        # Python numbers become float32 / int32, as tf.constant does
+        dt = dtypes.as_dtype(np.float32 if arr.dtype == np.float64 else np.int32)
+    else:
+        dt = dtypes.as_dtype(arr.dtype)
+    doc: dict[str, Any] = {"dtype": dt.name, "shape": list(arr.shape)}
+    if dt is dtypes.string:
+        doc["values"] = arr.astype(str).tolist()
+    else:
+        native = np.ascontiguousarray(arr.astype(dt.np)).astype(dt.np.newbyteorder("<"))
+        doc["b64"] = base64.b64encode(native.tobytes()).decode("ascii")
+    return doc
+
+
+@app.command()
+def submit(
+    graph: Annotated[Path, typer.Argument(help="a GraphDef in JSON form ('-': stdin)")],
+    fetch: Annotated[list[str] | None, typer.Option(
+        "--fetch", "-f", help="tensor to fetch, e.g. y:0 (repeatable)")] = None,
+    feed: Annotated[list[str] | None, typer.Option(
+        "--feed", help="NAME=@file.npy | NAME=@file.json | NAME=JSON (repeatable)")] = None,
+    target: Annotated[list[str] | None, typer.Option(
+        "--target", "-t", help="op to run without fetching (repeatable)")] = None,
+    master_url: MasterOpt = DEFAULT_MASTER,
+    token: TokenOpt = None,
+    timeout: Annotated[float, typer.Option(help="seconds the step may take")] = 300.0,
+) -> None:
+    """Run a graph once on the master (POST /v1/run) and print the fetched tensors as JSON."""
+    try:
+        text = sys.stdin.read() if str(graph) == "-" else graph.read_text()
+        graph_doc = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise _fail(f"cannot read the graph {graph}: {exc}") from None
+    placeholders = _placeholder_dtypes(graph_doc)
+    feeds: dict[str, Any] = {}
+    for item in feed or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise _fail(f"--feed {item!r}: expected NAME=VALUE")
+        feeds[name] = _feed_tensor(name, value, placeholders)
+    if not fetch and not target:
+        raise _fail("nothing to run: give --fetch or --target", 2)
+    body = {"graph": graph_doc, "feeds": feeds, "fetches": list(fetch or []),
+            "targets": list(target or []), "timeout_ms": int(timeout * 1000)}
+    doc = _http("POST", f"{master_url.rstrip('/')}/v1/run", token, timeout + 30.0, body)
+    typer.echo(json.dumps(doc.get("results", {}), indent=2))
+
+
+@app.command()
+def status(master_url: MasterOpt = DEFAULT_MASTER, token: TokenOpt = None,
+           as_json: Annotated[bool, typer.Option("--json", help="print the raw JSON")] = False,
+           timeout: Annotated[float, typer.Option(help="seconds")] = 10.0) -> None:
+    """Show the master and its tasks (GET /v1/cluster) as a table."""
+    doc = _http("GET", f"{master_url.rstrip('/')}/v1/cluster", token, timeout)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    m = doc.get("master", {})
+    typer.echo(f"master {master_url}  incarnation {m.get('incarnation')}  uptime "
+               f"{m.get('uptime_s')}s  sessions {m.get('sessions')}  steps {m.get('steps')} "
+               f"(failed {m.get('failed_steps')})")
+    rows = [("TASK", "ADDRESS", "STATE", "INCARNATION", "HEARTBEAT", "RESTARTS")]
+    for t in doc.get("tasks", []):
+        age = t.get("heartbeat_age_s")
+        rows.append((str(t.get("task")), str(t.get("address")), str(t.get("state")),
+                     str(t.get("incarnation") or "-"), "-" if age is None else f"{age:.1f}s ago",
+                     str(t.get("restarts", 0))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+
+
+# ------------------------------------------------------------------------ checkpoints
+def _checkpoint_commands() -> Any:
+    """``tensorgrid.checkpoint.cli``, imported when a checkpoint command runs (it imports the
+    checkpoint store; ``--help`` should not)."""
+    import importlib
+
+    try:
+        return importlib.import_module("tensorgrid.checkpoint.cli")
+    except ModuleNotFoundError as exc:
+        if exc.name != "tensorgrid.checkpoint.cli":
+            raise
+        raise _fail("this tensorgrid has no checkpoint store (tensorgrid.checkpoint.cli)") from None
+
+
+def _run_checkpoint(fn_name: str, formatter: str | None, as_json: bool, *args: Any,
+                    **kwargs: Any) -> None:
+    """Call a function of ``tensorgrid.checkpoint.cli``; print its answer as text (through its
+    ``formatter``) or JSON. Store errors (Redis down, no such checkpoint) exit 1."""
+    from tensorgrid.core import errors
+
+    module = _checkpoint_commands()
+    try:
+        result = getattr(module, fn_name)(*args, **kwargs)
+    except errors.OpError as exc:
+        raise _fail(str(exc)) from None
+    format_fn = getattr(module, formatter, None) if formatter and not as_json else None
+    if format_fn is not None:
+        typer.echo(format_fn(result))
+    else:
+        typer.echo(json.dumps(result, indent=2, default=str))
+
+
+DirArg = Annotated[str, typer.Argument(help="checkpoint directory, e.g. runs/mnist")]
+NameArg = Annotated[str, typer.Argument(help="checkpoint name, e.g. model.ckpt-1200")]
+RedisOpt = Annotated[str | None, typer.Option(
+    "--redis-url", show_default=False,
+    help="the Redis of the checkpoints (default: $REDIS_URL, else the embedded server)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+
+
+@checkpoints_app.command("ls")
+def checkpoints_ls(directory: Annotated[str | None, typer.Argument(
+        help="checkpoint directory (default: list the directories)", show_default=False)] = None,
+                   redis_url: RedisOpt = None, as_json: JsonOpt = False) -> None:
+    """List the checkpoint directories, or the checkpoints of one (* marks the latest)."""
+    _run_checkpoint("list_checkpoints", "format_checkpoints", as_json, directory, url=redis_url)
+
+
+@checkpoints_app.command("show")
+def checkpoints_show(directory: DirArg, name: NameArg,
+                     verify: Annotated[bool, typer.Option(
+                         "--verify", help="read every blob and check its sha256")] = False,
+                     redis_url: RedisOpt = None, as_json: JsonOpt = False) -> None:
+    """Show a checkpoint: step, time, status, and each tensor's dtype, shape and checksum."""
+    _run_checkpoint("show_checkpoint", "format_checkpoint", as_json, directory, name,
+                    verify=verify, url=redis_url)
+
+
+@checkpoints_app.command("rm")
+def checkpoints_rm(directory: DirArg, name: NameArg, redis_url: RedisOpt = None) -> None:
+    """Remove a checkpoint (manifest, blobs, index entry); latest moves to the newest left."""
+    _run_checkpoint("remove_checkpoint", None, True, directory, name, url=redis_url)
+
+
+def main() -> None:
+    """The ``tensorgrid`` console script."""
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    app(prog_name="tensorgrid")
+
+
+if __name__ == "__main__":
+    main()

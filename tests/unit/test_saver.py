@@ -1,0 +1,311 @@
+"""``Saver`` on a real ``redis-server``: TensorFlow-style paths and helpers through a local
+``tf.Session()``; restoring exactly one checkpoint or the latest intact one; mismatches with the
+graph named; a damaged checkpoint changing no variable; Redis down as ``UnavailableError``; and a
+small in-process cluster (a ps and a worker ``tf.train.Server`` on 127.0.0.1) where the ps saves
+its own variables (only the small commit result reaches the client) and a fresh ps restores them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+
+import tensorgrid as tf
+from tensorgrid.checkpoint.redis_server import RedisProcess, start_redis
+from tensorgrid.checkpoint.saver import (
+    Saver,
+    checkpoint_exists,
+    get_checkpoint_state,
+    latest_checkpoint,
+    remove_checkpoint,
+)
+from tensorgrid.client import train
+from tensorgrid.client.train.device_setter import replica_device_setter
+from tensorgrid.client.train.server import ClusterSpec, Server, free_port
+from tensorgrid.core import errors
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    srv = start_redis(tmp_path_factory.mktemp("redis"))
+    yield srv
+    srv.kill()
+
+
+@pytest.fixture(autouse=True)
+def _redis_env(server: RedisProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", server.url)
+
+
+@pytest.fixture
+def ckdir() -> str:
+    return f"runs/{uuid.uuid4().hex[:8]}"
+
+
+def _model() -> tuple[tf.Variable, tf.Variable, tf.Variable]:
+    w = tf.Variable(np.arange(6, dtype=np.float32).reshape(2, 3), name="layer/w")
+    names = tf.Variable(np.array([b"a", b"bc"], dtype=object), name="names")
+    step = tf.Variable(0, dtype=tf.int64, name="step")
+    return w, names, step
+
+
+# ------------------------------------------------------------------------------ local session
+
+
+def test_save_returns_tf_style_paths_and_restore_brings_values_back(ckdir: str) -> None:
+    w, names, step = _model()
+    saver = Saver(max_to_keep=3)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(tf.assign(step, 7))
+        path = saver.save(sess, f"{ckdir}/model.ckpt", global_step=step)
+        assert path == f"{ckdir}/model.ckpt-7"
+        assert latest_checkpoint(ckdir) == path and checkpoint_exists(path)
+        assert saver.save(sess, f"{ckdir}/model.ckpt", global_step=9) == f"{ckdir}/model.ckpt-9"
+        assert saver.save(sess, f"{ckdir}/plain") == f"{ckdir}/plain"
+        state = get_checkpoint_state(ckdir)
+        assert state is not None and state.model_checkpoint_path == f"{ckdir}/plain"
+        assert state.all_model_checkpoint_paths == [f"{ckdir}/model.ckpt-7",
+                                                    f"{ckdir}/model.ckpt-9", f"{ckdir}/plain"]
+        assert saver.last_checkpoints == state.all_model_checkpoint_paths
+        sess.run([tf.assign(w, np.zeros((2, 3), np.float32)), tf.assign(step, 100)])
+        saver.restore(sess, path)
+        np.testing.assert_array_equal(sess.run(w), np.arange(6, dtype=np.float32).reshape(2, 3))
+        assert list(sess.run(names)) == [b"a", b"bc"] and int(sess.run(step)) == 7
+    assert latest_checkpoint(f"runs/empty-{uuid.uuid4().hex}") is None
+    assert get_checkpoint_state(f"runs/empty-{uuid.uuid4().hex}") is None
+    assert not checkpoint_exists(f"{ckdir}/model.ckpt-8")
+    remove_checkpoint(f"{ckdir}/plain")
+    assert latest_checkpoint(ckdir) == f"{ckdir}/model.ckpt-9"
+
+
+def test_max_to_keep(ckdir: str) -> None:
+    _model()
+    saver = Saver(max_to_keep=2)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for s in range(4):
+            saver.save(sess, f"{ckdir}/m", global_step=s)
+    state = get_checkpoint_state(ckdir)
+    assert state is not None
+    assert state.all_model_checkpoint_paths == [f"{ckdir}/m-2", f"{ckdir}/m-3"]
+    assert saver.last_checkpoints == [f"{ckdir}/m-2", f"{ckdir}/m-3"]
+
+
+def test_restore_into_a_new_graph_and_session(ckdir: str) -> None:
+    graph = tf.Graph()
+    with graph.as_default():
+        w, _, _ = _model()
+        saver = Saver()
+        with tf.Session(graph=graph) as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(tf.assign(w, np.full((2, 3), 3.5, np.float32)))
+            path = saver.save(sess, f"{ckdir}/model.ckpt", global_step=1)
+    graph2 = tf.Graph()
+    with graph2.as_default():
+        w2, _, step2 = _model()
+        saver2 = Saver()
+        with tf.Session(graph=graph2) as sess:
+            assert saver2.restore_latest(sess, ckdir) == path
+            np.testing.assert_array_equal(sess.run(w2), np.full((2, 3), 3.5, np.float32))
+            assert int(sess.run(step2)) == 0
+            assert saver2.restore_latest(sess, f"runs/none-{uuid.uuid4().hex}") is None
+
+
+def test_a_checkpoint_that_does_not_match_the_graph_is_named(ckdir: str) -> None:
+    with tf.Graph().as_default():
+        tf.Variable(np.ones((2, 3), np.float32), name="w")
+        saver = Saver()
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            path = saver.save(sess, f"{ckdir}/m", global_step=1)
+    cases = {
+        "missing": (lambda: tf.Variable(np.ones((2, 3), np.float32), name="other"),
+                    errors.NotFoundError, r"Key other not found in checkpoint .*/m-1"),
+        "dtype": (lambda: tf.Variable(np.ones((2, 3), np.float64), name="w"),
+                  errors.InvalidArgumentError, r"Tensor w in checkpoint .*/m-1 has dtype float32"),
+        "shape": (lambda: tf.Variable(np.ones((3, 2), np.float32), name="w"),
+                  errors.InvalidArgumentError, r"Tensor w in checkpoint .*/m-1 has shape \[2, 3\]"),
+    }
+    for make, cls, message in cases.values():
+        with tf.Graph().as_default():
+            make()
+            saver = Saver()
+            with tf.Session() as sess:
+                with pytest.raises(cls, match=message):
+                    saver.restore(sess, path)
+                with pytest.raises(cls, match=message):  # no falling back past a mismatch
+                    saver.restore_latest(sess, ckdir)
+    with tf.Graph().as_default():
+        tf.Variable(1.0, name="w")
+        with tf.Session() as sess, pytest.raises(errors.NotFoundError, match="m-5 not found"):
+            Saver().restore(sess, f"{ckdir}/m-5")
+
+
+def test_damaged_checkpoint_changes_no_variable_and_latest_falls_back(
+        ckdir: str, server: RedisProcess, caplog: pytest.LogCaptureFixture) -> None:
+    a = tf.Variable(np.zeros(4, np.float32), name="a")
+    b = tf.Variable(np.zeros(3, np.float32), name="b")
+    saver = Saver()
+    raw = redis.Redis.from_url(server.url)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run([tf.assign(a, np.full(4, 1.0, np.float32)), tf.assign(b, np.full(3, 1.0, np.float32))])
+        first = saver.save(sess, f"{ckdir}/m", global_step=1)
+        sess.run([tf.assign(a, np.full(4, 2.0, np.float32)), tf.assign(b, np.full(3, 2.0, np.float32))])
+        second = saver.save(sess, f"{ckdir}/m", global_step=2)
+        # b's blob of the newest checkpoint gets a flipped byte
+        [key] = [k for k in raw.smembers(f"tg:ckpt:{ckdir}:blobs:m-2") if b":b@" in k]
+        data = bytearray(raw.get(key))
+        data[0] ^= 0xFF
+        raw.set(key, bytes(data))
+        sess.run([tf.assign(a, np.full(4, 9.0, np.float32)), tf.assign(b, np.full(3, 9.0, np.float32))])
+        with pytest.raises(errors.DataLossError, match=r"m-2 is damaged: the blob of tensor b"):
+            saver.restore(sess, second)
+        # nothing was assigned, not even a, whose blob is intact
+        np.testing.assert_array_equal(sess.run(a), np.full(4, 9.0, np.float32))
+        assert saver.restore_latest(sess, ckdir) == first
+        np.testing.assert_array_equal(sess.run([a, b])[0], np.full(4, 1.0, np.float32))
+        assert f"Not restoring checkpoint {second}" in caplog.text
+    raw.close()
+
+
+def test_save_with_redis_down_is_unavailable(ckdir: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _model()
+    dead = start_redis(tmp_path / "dead")
+    dead.kill()
+    saver = Saver(redis_url=dead.url)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        with pytest.raises(errors.UnavailableError, match="is unavailable while saving "
+                                                          f"checkpoint {ckdir}/m-1"):
+            saver.save(sess, f"{ckdir}/m", global_step=1)
+        with pytest.raises(errors.UnavailableError):
+            saver.restore(sess, f"{ckdir}/m-1")
+
+
+def test_empty_saver_and_deferred_build() -> None:
+    with pytest.raises(ValueError, match="No variables to save"):
+        Saver()
+    saver = Saver(allow_empty=True)
+    with tf.Session() as sess:
+        assert saver.save(sess, "runs/x/m") is None
+    deferred = Saver(defer_build=True)
+    with tf.Session() as sess, pytest.raises(RuntimeError, match="defer_build"):
+        deferred.save(sess, "runs/x/m")
+
+
+# ------------------------------------------------------------------------------ cluster
+
+
+class _Cluster:
+    """A ps and a worker, each a ``train.Server`` of this process on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self.spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}"],
+                                 "worker": [f"127.0.0.1:{free_port()}"]})
+        self.servers: list[Server] = []
+        self.ps = self._start("ps")
+        self.worker = self._start("worker")
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait (bounded) until each task's master has seen every task alive: a task started
+        before its peers found them refusing connections, and its channels back off a while."""
+        deadline = time.monotonic() + timeout
+        while any(t["state"] != "alive" for s in self.servers
+                  for t in s.master.cluster.describe()):
+            assert time.monotonic() < deadline, "the cluster did not come up"
+            time.sleep(0.05)
+
+    def _start(self, job: str) -> Server:
+        server = Server(self.spec, job, 0)
+        self.servers.append(server)
+        return server
+
+    def new_ps(self) -> None:
+        """A fresh, empty ps on a new port (the cluster spec follows)."""
+        self.stop()
+        self.spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}"],
+                                 "worker": [f"127.0.0.1:{free_port()}"]})
+        self.ps = self._start("ps")
+        self.worker = self._start("worker")
+        self.wait_ready()
+
+    def stop(self) -> None:
+        for s in reversed(self.servers):
+            s.stop()
+        self.servers.clear()
+
+
+@pytest.fixture
+def cluster() -> Iterator[_Cluster]:
+    c = _Cluster()
+    yield c
+    c.stop()
+
+
+def _ps_model(spec: ClusterSpec, size: int) -> tuple[tf.Variable, tf.Variable, Saver]:
+    with tf.device(replica_device_setter(cluster=spec, worker_device="/job:worker/task:0")):
+        big = tf.Variable(tf.zeros([size]), name="big")
+        gs = train.get_or_create_global_step()
+    return big, gs, Saver()
+
+
+def _leaving_ps(client: Server, ps: Server) -> tuple[set[str], set[str]]:
+    """What the last step run through ``client``'s master took out of the ps: the tensors the ps
+    sent to other tasks, and the fetches it returned; and checks the checkpoint ops ran there."""
+    [session] = list(client.master.sessions.values())
+    plan = session.last_plan
+    on_ps = plan.partitions[ps.task_name]
+    assert any(n.op.startswith("Checkpoint") for n in on_ps)
+    assert not any(n.op.startswith("Checkpoint") for t, nodes in plan.partitions.items()
+                   if t != ps.task_name for n in nodes)
+    sent = {n.attrs["tensor_name"] for n in on_ps if n.op == "_Send"}
+    fetched = {f for f, (task, _) in zip(plan.fetches, plan.rets) if task == ps.task_name}
+    return sent, fetched
+
+
+def test_ps_saves_its_variables_and_a_fresh_ps_restores_them(cluster: _Cluster,
+                                                             ckdir: str) -> None:
+    size = 256 * 1024  # 1 MiB of float32 on the ps
+    big, gs, saver = _ps_model(cluster.spec, size)
+    shards = [op for op in tf.get_default_graph().get_operations()
+              if op.type in ("CheckpointSaveShard", "CheckpointRestoreShard",
+                             "CheckpointCommit")]
+    assert {op.device for op in shards} == {"/job:ps/task:0"}
+    want = np.random.default_rng(0).standard_normal(size).astype(np.float32)
+    with tf.Session(cluster.worker.target) as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run([tf.assign(big, want), tf.assign(gs, 42)])
+        path = saver.save(sess, f"{ckdir}/model.ckpt", global_step=gs)
+        assert path == f"{ckdir}/model.ckpt-42"
+        # the only value that left the ps is the commit's result, the path
+        assert _leaving_ps(cluster.worker, cluster.ps) == (set(), {"save/commit:0"})
+    manifest_devices = {e["device"] for e in
+                        _manifest(ckdir, "model.ckpt-42")["tensors"].values()}
+    assert manifest_devices == {"/job:ps/replica:0/task:0/device:CPU:0"}
+
+    cluster.new_ps()
+    tf.reset_default_graph()
+    big, gs, saver = _ps_model(cluster.spec, size)
+    with tf.Session(cluster.worker.target) as sess:
+        with pytest.raises(errors.FailedPreconditionError):
+            sess.run(big)  # the new ps has nothing
+        assert saver.restore_latest(sess, ckdir) == path
+        assert _leaving_ps(cluster.worker, cluster.ps) == (set(), set())  # all on the ps
+        np.testing.assert_array_equal(sess.run(big), want)
+        assert int(sess.run(gs)) == 42
+
+
+def _manifest(directory: str, name: str) -> dict:
+    from tensorgrid.checkpoint.store import SyncCheckpointStore
+
+    return SyncCheckpointStore().read_manifest(directory, name)
