@@ -154,6 +154,14 @@ class Process:
         except subprocess.TimeoutExpired:
             raise self._fail(f"still running after {timeout:.0f}s") from None
 
+    def terminate(self) -> None:
+        """Send SIGTERM to the process by its PID, without waiting (``stop`` waits)."""
+        if self.alive():
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """Stop the process by its PID (SIGTERM, then SIGKILL after ``timeout``); returns its
         exit status. Stopping a process that already exited only collects its status."""
@@ -266,7 +274,13 @@ class LocalCluster:
         return "\n".join(f"=== {p.name} (pid {p.pid}) ===\n{p.log_tail()}" for p in self.processes)
 
     def stop(self) -> None:
-        """Stop every process, the last started first."""
+        """Stop every process: the master first, then the tasks all at once (each waits out its
+        grace period while a peer still holds a stream into it, so one at a time is slower)."""
+        for proc in reversed(self.processes):
+            if proc.name == "master":
+                proc.stop()
+        for proc in self.processes:
+            proc.terminate()
         for proc in reversed(self.processes):
             proc.stop()
 

@@ -44,6 +44,11 @@ class Settings(BaseSettings):
                                   description="a step's deadline when the client gives none")
     rpc_timeout_s: float = Field(default=30.0, gt=0,
                                  description="deadline of control RPCs to tasks")
+    redis_url: str | None = Field(
+        default=None, description="Redis that keeps the sessions across a master restart "
+                                  "(default: $REDIS_URL; none: sessions live in memory only)")
+    persist_sessions: bool = Field(default=True,
+                                   description="keep sessions in Redis when one is configured")
     heartbeat_timeout_s: float = Field(default=3.0, gt=0,
                                        description="silence after which a task counts as dead")
     heartbeat_interval_s: float | None = Field(

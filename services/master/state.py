@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 from services.master.metrics import MasterMetrics
 from services.master.monitor import HealthMonitor
+from services.master.persistence import RedisSessionStore
 from services.master.settings import Settings
 from tensorgrid.master.cluster import ClusterState, TaskState
 from tensorgrid.master.core import Limits, MasterCore
@@ -43,6 +45,11 @@ class MasterState:
             cluster, client_for, default_timeout=settings.step_timeout_s,
             limits=Limits(max_nodes=settings.max_nodes, max_sessions=settings.max_sessions),
             logger=log.info, rpc_timeout=settings.rpc_timeout_s)
+        self.store: RedisSessionStore | None = None
+        redis_url = settings.redis_url or os.environ.get("REDIS_URL")
+        if redis_url and settings.persist_sessions:
+            self.store = RedisSessionStore(redis_url)
+            self.core.store = self.store
         self.metrics = MasterMetrics(self.core)
         self.graph_reports: dict[str, dict[str, Any]] = {}
         self.monitor = HealthMonitor(self.core, settings.poll_interval_s, settings.rpc_timeout_s)
@@ -62,7 +69,7 @@ class MasterState:
 
     async def close_session(self, handle: str) -> None:
         """Close a session (its plan-cache counts stay in the metrics)."""
-        session: MasterSession = self.core.session(handle)
+        session: MasterSession = (await self.core.find_session(handle))
         self.metrics.retire(session)
         await self.core.close_session(handle)
 
@@ -72,7 +79,9 @@ class MasterState:
         await self.monitor.stop()
         if self.grpc is not None:
             await self.grpc.stop(min(grace, 1.0))
-        handles = list(self.core.sessions)
+        # sessions kept in Redis stay there for the next master; the others are closed, which
+        # releases their partitions on the tasks
+        handles = [] if self.store is not None else list(self.core.sessions)
         if handles:
             closing = asyncio.gather(*(self.close_session(h) for h in handles),
                                      return_exceptions=True)
@@ -81,3 +90,5 @@ class MasterState:
             except TimeoutError:
                 log.warning("sessions did not close within %.1fs", grace)
         await self.pool.close()
+        if self.store is not None:
+            await self.store.close()

@@ -146,7 +146,7 @@ def encode_tensor(value: Any) -> tuple[memoryview, dtypes.DType, tuple[int, ...]
     if sys.byteorder == "big" and arr.dtype.itemsize > 1:
         arr = arr.byteswap()  # blobs are little-endian
     arr = np.ascontiguousarray(arr)
-    return memoryview(arr.reshape(-1).view(np.uint8)), dt, shape
+    return arr.reshape(-1).view(np.uint8).data, dt, shape
 
 
 def decode_tensor(data: bytes | bytearray | memoryview, dtype: dtypes.DType,
@@ -239,7 +239,7 @@ def encode_manifest(manifest: Mapping[str, Any]) -> bytes:
     return json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
-def decode_manifest(raw: bytes, path: str) -> dict[str, Any]:
+def decode_manifest(raw: bytes | str, path: str) -> dict[str, Any]:
     """A manifest read back, checked: it parses, has every field, and matches its own sha256.
 
     Raises:
@@ -249,7 +249,7 @@ def decode_manifest(raw: bytes, path: str) -> dict[str, Any]:
         return errors.DataLossError(f"Checkpoint {path} is damaged: its manifest {why}")
 
     try:
-        manifest = json.loads(raw.decode("utf-8"))
+        manifest = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise damaged(f"is not valid JSON ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:

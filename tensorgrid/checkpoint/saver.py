@@ -234,7 +234,9 @@ class Saver:
         groups: dict[str, list[tuple[str, Any]]] = {}
         for key, v in variables.items():
             groups.setdefault(_ref(v).device, []).append((key, v))
-        fragments, shards, restored = [], [], []
+        fragments: list[Tensor] = []
+        shards: list[Operation] = []
+        restored: list[tuple[Tensor, Tensor]] = []
         for items in groups.values():
             refs = [_ref(v) for _, v in items]
             names = [k for k, _ in items]

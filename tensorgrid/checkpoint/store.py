@@ -117,7 +117,7 @@ def all_damaged(directory: str, skipped: Sequence[str]) -> errors.DataLossError:
                                 + "; ".join(skipped))
 
 
-def _text(value: bytes | str) -> str:
+def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
@@ -274,7 +274,7 @@ class CheckpointStore:
                         "(Redis lost it, or the save was removed as abandoned); save again")
             old = {_text(k) for k in await pipe.smembers(keys.blobs(name))}
             last = await pipe.zrange(keys.index, -1, -1, withscores=True)
-            score = max(time.time() * 1000.0, (last[0][1] + 1.0) if last else 0.0)
+            score = max(time.time() * 1000.0, (float(last[0][1]) + 1.0) if last else 0.0)
             pipe.multi()
             pipe.set(keys.manifest(name), mf.encode_manifest(manifest))
             pipe.zadd(keys.index, {name: score})
@@ -507,7 +507,7 @@ class CheckpointStore:
             raise _wrong_length(path, tensor, key, n, want)
         buf = bytearray(want)
         for offset in range(0, want, CHUNK_BYTES):
-            part = await self._r.getrange(key, offset, min(offset + CHUNK_BYTES, want) - 1)
+            part: Any = await self._r.getrange(key, offset, min(offset + CHUNK_BYTES, want) - 1)
             buf[offset:offset + len(part)] = part
         return buf
 

@@ -12,6 +12,7 @@ since; each run sends the feed values and the fetch names, and the master keeps 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -256,14 +257,30 @@ class HttpMasterBackend(_MasterBackend):
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=None)
+        # how long to keep trying to connect while the master restarts (its sessions survive)
+        self.reconnect_s = float(os.environ.get("TENSORGRID_RECONNECT_S", "15"))
 
     def _post(self, path: str, message: Any, response_type: Any, timeout: float = 60.0) -> Any:
+        import time
+
         import httpx
 
-        try:
-            r = self._http.post(path, content=message.SerializeToString(), timeout=timeout)
-        except httpx.TransportError as exc:
-            raise errors.UnavailableError(f"Master {self.url} is unreachable: {exc}") from None
+        body = message.SerializeToString()
+        deadline = time.monotonic() + self.reconnect_s
+        delay = 0.05
+        while True:
+            try:
+                r = self._http.post(path, content=body, timeout=timeout)
+                break
+            except httpx.ConnectError as exc:
+                # nothing was sent: safe to try again while the master restarts
+                if time.monotonic() + delay > deadline:
+                    raise errors.UnavailableError(
+                        f"Master {self.url} is unreachable: {exc}") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except httpx.TransportError as exc:
+                raise errors.UnavailableError(f"Master {self.url} is unreachable: {exc}") from None
         return _decode_http(r, response_type)
 
     def _create(self, nodes: Sequence[NodeDef]) -> tuple[str, int]:
@@ -364,8 +381,6 @@ def connect(target: str, graph: Graph, config: ConfigProto) -> _MasterBackend:
     Raises:
         InvalidArgumentError: the target is not 'grpc://host:port' or 'http(s)://host:port'.
     """
-    import os
-
     token = os.environ.get("TENSORGRID_TOKEN") or None
     with _LOCK:
         host = _LOCAL_MASTERS.get(target)

@@ -17,14 +17,19 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tensorgrid.core import errors
 from tensorgrid.core.device import DeviceSpec
 from tensorgrid.core.ir import NodeDef
 from tensorgrid.master.cluster import ClusterState, TaskState
-from tensorgrid.master.session import (MasterSession, RegisteredPlan, SessionOptions, TaskClient,
-                                       new_step_id)
+from tensorgrid.master.session import (
+    MasterSession,
+    RegisteredPlan,
+    SessionOptions,
+    TaskClient,
+    new_step_id,
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,16 @@ class Limits:
     max_graph_bytes: int = 512 * 1024 * 1024
     max_request_bytes: int = 1024 * 1024 * 1024
     max_sessions: int = 1000
+
+
+class SessionStore(Protocol):
+    """Where a master keeps its sessions so that they outlive it (the HTTP master: Redis)."""
+
+    async def put(self, handle: str, record: dict[str, Any]) -> None: ...
+
+    async def get(self, handle: str) -> dict[str, Any] | None: ...
+
+    async def delete(self, handle: str) -> None: ...
 
 
 class _LiveStep:
@@ -73,7 +88,9 @@ class MasterCore:
         self.started = time.time()
         self._live: dict[int, _LiveStep] = {}
         self._log = logger or (lambda msg: print(msg, file=sys.stderr))
-        self.counters = {"steps": 0, "failed_steps": 0, "aborted_by_health": 0}
+        self.counters = {"steps": 0, "failed_steps": 0, "aborted_by_health": 0,
+                         "sessions_restored": 0}
+        self.store: SessionStore | None = None
 
     # ------------------------------------------------------------------ plumbing
     def client(self, task: str) -> TaskClient:
@@ -145,19 +162,88 @@ class MasterCore:
         handle = secrets.token_hex(8)
         session = MasterSession(handle, self, nodes, options)
         self.sessions[handle] = session
+        await self._persist(session)
         return session
 
     def session(self, handle: str) -> MasterSession:
+        """A session held in memory (``find_session`` also looks in the session store).
+
+        Raises:
+            NotFoundError: no such open session.
+        """
         s = self.sessions.get(handle)
         if s is None:
             raise errors.NotFoundError(f"Session {handle} is not open on this master "
                                        "(closed, or the master restarted)")
         return s
 
+    async def find_session(self, handle: str) -> MasterSession:
+        """The session of a handle, brought back from the session store when this master started
+        after it was created (its plans are then rebuilt on first use).
+
+        Raises:
+            NotFoundError: no such session here or in the store.
+        """
+        s = self.sessions.get(handle)
+        if s is not None:
+            return s
+        record = await self._load(handle)
+        if record is None:
+            return self.session(handle)  # raises NotFoundError
+        from tensorgrid.core import serde
+
+        graph = serde.graph_from_bytes(record["graph"])
+        s = MasterSession(handle, self, graph.nodes, SessionOptions(**record["options"]))
+        s.version = int(record["version"])
+        s.created = float(record.get("created", s.created))
+        self.sessions.setdefault(handle, s)
+        self.counters["sessions_restored"] += 1
+        self.log(f"session {handle} restored from the session store (graph version {s.version})")
+        return self.sessions[handle]
+
+    async def extend_session(self, handle: str, nodes: Sequence[NodeDef],
+                             current_version: int) -> int:
+        """Grow a session's graph (see ``MasterSession.extend``) and keep the store in step."""
+        s = await self.find_session(handle)
+        version = s.extend(nodes, current_version)
+        await self._persist(s)
+        return version
+
+    async def _persist(self, s: MasterSession) -> None:
+        if self.store is None:
+            return
+        from dataclasses import asdict
+
+        from tensorgrid.core import serde
+        from tensorgrid.core.ir import GraphDef
+
+        options = asdict(s.options)
+        options["device_filters"] = list(options["device_filters"])
+        record = {"graph": serde.graph_to_bytes(GraphDef(tuple(s.nodes))), "options": options,
+                  "version": s.version, "created": s.created}
+        try:
+            await self.store.put(s.handle, record)
+        except Exception as exc:  # noqa: BLE001 - the session works; it only won't outlive us
+            self.log(f"could not keep session {s.handle} in the session store: {exc}")
+
+    async def _load(self, handle: str) -> dict[str, Any] | None:
+        if self.store is None:
+            return None
+        try:
+            return await self.store.get(handle)
+        except Exception as exc:  # noqa: BLE001 - an unreachable store means "not found"
+            self.log(f"session store unavailable while looking up {handle}: {exc}")
+            return None
+
     async def close_session(self, handle: str) -> None:
-        s = self.sessions.pop(handle, None)
-        if s is None:
-            raise errors.NotFoundError(f"Session {handle} is not open on this master")
+        if handle not in self.sessions:
+            await self.find_session(handle)
+        s = self.sessions.pop(handle)
+        if self.store is not None:
+            try:
+                await self.store.delete(handle)
+            except Exception as exc:  # noqa: BLE001 - closing must not fail on the store
+                self.log(f"could not drop session {handle} from the session store: {exc}")
         # its running steps stop now (a step blocked in a queue would otherwise wait out its
         # deadline); their tasks are told to abort them
         for live in self._live.values():
@@ -214,7 +300,7 @@ class MasterCore:
 
         async def one(task: str) -> tuple[str, str]:
             try:
-                handle, inc = await self.client(task).register_graph(
+                handle, _inc = await self.client(task).register_graph(
                     parts[task], session, cluster, incarnations[task], self.rpc_timeout)
             except errors.OpError as exc:
                 if exc.error_code in (errors.ABORTED, errors.UNAVAILABLE):

@@ -56,7 +56,7 @@ class HealthMonitor:
         while True:
             try:
                 await self.poll_once()
-            except Exception:  # noqa: BLE001 - the monitor must outlive any one failure
+            except Exception:
                 log.exception("health round failed")
             await asyncio.sleep(self.interval)
 

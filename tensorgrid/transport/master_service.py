@@ -42,9 +42,9 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
 
     async def ExtendSession(self, request: Any, context: Any) -> Any:
         try:
-            s = self.core.session(request.session_handle)
             graph = serde.graph_from_proto(request.graph_def)
-            version = s.extend(graph.nodes, request.current_graph_version)
+            version = await self.core.extend_session(request.session_handle, graph.nodes,
+                                                     request.current_graph_version)
         except Exception as exc:
             await abort_with(context, exc)
             raise
@@ -52,7 +52,7 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
 
     async def RunStep(self, request: Any, context: Any) -> Any:
         try:
-            s = self.core.session(request.session_handle)
+            s = (await self.core.find_session(request.session_handle))
             feeds = [(f.name, tensors.from_proto(f.tensor)) for f in request.feed]
             timeout = request.timeout_ms / 1000.0 if request.timeout_ms else None
             values = await s.run(feeds, list(request.fetch), list(request.target), timeout)

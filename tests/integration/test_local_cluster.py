@@ -208,6 +208,37 @@ needs_proc = pytest.mark.skipif(not Path("/proc").is_dir(),
 
 
 @needs_proc
+def test_sessions_survive_a_master_restart(cluster: LocalCluster) -> None:
+    # a session with state on the ps, then the master is killed and the supervisor restarts it:
+    # the same client session (same id, no recovery code in the client) goes on where it was
+    with tf.device("/job:ps/task:0"):
+        total = tf.Variable(0.0, name="total")
+    with tf.device("/job:worker/task:0"):
+        step = tf.assign_add(total, 1.0)
+    sess = tf.Session(cluster.url)
+    try:
+        sess.run(tf.global_variables_initializer())
+        assert [sess.run(step) for _ in range(3)] == [1.0, 2.0, 3.0]
+        handle = sess._backend.handle
+        old_pid = cluster.process("master").pid
+        os.kill(old_pid, signal.SIGKILL)
+        _wait(lambda: (p := cluster.process("master")).restarts >= 1 and p.pid != old_pid,
+              "the supervisor to restart the master")
+        # the client keeps connecting while the master comes back; the session is found in Redis
+        assert sess.run(step) == 4.0
+        assert sess._backend.handle == handle
+        doc = httpx.get(f"{cluster.url}/v1/sessions/{handle}", timeout=10.0).json()
+        assert doc["graph_version"] >= 1
+        # the graph can still grow after the restart (the stored version is the live one)
+        double = tf.multiply(total, 2.0)
+        assert sess.run(double) == 8.0
+    finally:
+        sess.close()
+    # closing removes it from the store: a new master would not find it
+    r = httpx.get(f"{cluster.url}/v1/sessions/{handle}", timeout=10.0)
+    assert r.status_code == 404
+
+
 def test_tensorgrid_local_stops_everything_on_sigterm(tmp_path: Path) -> None:
     cli = LocalCli(tmp_path / "tg")
     try:

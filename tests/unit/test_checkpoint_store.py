@@ -17,8 +17,13 @@ import pytest
 import redis
 
 from tensorgrid.checkpoint import manifest as mf
-from tensorgrid.checkpoint.cli import format_checkpoint, format_checkpoints, list_checkpoints, \
-    remove_checkpoint, show_checkpoint
+from tensorgrid.checkpoint.cli import (
+    format_checkpoint,
+    format_checkpoints,
+    list_checkpoints,
+    remove_checkpoint,
+    show_checkpoint,
+)
 from tensorgrid.checkpoint.redis_server import RedisProcess, start_redis
 from tensorgrid.checkpoint.store import CheckpointStore, SyncCheckpointStore
 from tensorgrid.core import dtypes, errors

@@ -263,15 +263,6 @@ def test_init_op_that_does_not_make_the_model_ready_is_an_error():
     assert not tf.get_default_graph().finalized
 
 
-def test_checkpoint_dir_is_refused_until_checkpoints_exist(tmp_path):
-    tf.Variable(1.0, name="v")
-    with pytest.raises(errors.UnimplementedError, match="checkpoint"):
-        MonitoredTrainingSession(checkpoint_dir=str(tmp_path))
-    with pytest.raises(errors.UnimplementedError, match="checkpoint"):
-        ChiefSessionCreator(checkpoint_dir=str(tmp_path))
-    assert not tf.get_default_graph().finalized
-
-
 def test_worker_waits_a_bounded_time_for_an_uninitialized_model():
     tf.Variable(1.0, name="never_initialized")
     t0 = time.monotonic()

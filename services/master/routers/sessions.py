@@ -60,7 +60,7 @@ async def create_session(state: State, body: Body, wire: WireFormat) -> Response
              openapi_extra=request_body(ExtendSessionBody, "ExtendSessionRequest"))
 async def extend_session(session_id: str, state: State, body: Body, wire: WireFormat) -> Response:
     """Add the nodes created since ``current_version``; all or nothing."""
-    session = state.core.session(session_id)
+    session = (await state.core.find_session(session_id))
     limits = state.settings.graph_limits()
     if wire.protobuf_in:
         req = codec.parse_proto(body, master_pb2.ExtendSessionRequest)
@@ -74,7 +74,7 @@ async def extend_session(session_id: str, state: State, body: Body, wire: WireFo
     if len(session.nodes) + len(nodes) > state.settings.max_nodes:
         raise too_large(f"Session {session_id} would have {len(session.nodes) + len(nodes)} "
                         f"nodes; the limit is {state.settings.max_nodes}")
-    version = session.extend(nodes, current)
+    version = await state.core.extend_session(session_id, nodes, current)
     if wire.protobuf_out:
         return codec.proto_response(master_pb2.ExtendSessionResponse(new_graph_version=version))
     return JSONResponse({"graph_version": version})
@@ -84,7 +84,7 @@ async def extend_session(session_id: str, state: State, body: Body, wire: WireFo
              openapi_extra=request_body(RunStepBody, "RunStepRequest"))
 async def run_step(session_id: str, state: State, body: Body, wire: WireFormat) -> Response:
     """Feed tensors, run the fetches and targets, and return the fetched values."""
-    session = state.core.session(session_id)
+    session = (await state.core.find_session(session_id))
     if wire.protobuf_in:
         req = codec.parse_proto(body, master_pb2.RunStepRequest)
         _check_handle(session_id, req.session_handle)
@@ -111,7 +111,7 @@ async def run_step(session_id: str, state: State, body: Body, wire: WireFormat) 
 @router.get("/{session_id}", summary="Session stats")
 async def get_session(session_id: str, state: State) -> dict[str, Any]:
     """Graph version, plan cache hits and misses, steps."""
-    session = state.core.session(session_id)
+    session = (await state.core.find_session(session_id))
     return {**session.describe(), "session_id": session.handle,
             "created": session.created, "last_used": session.last_used}
 
@@ -119,7 +119,7 @@ async def get_session(session_id: str, state: State) -> dict[str, Any]:
 @router.get("/{session_id}/placement", summary="Where the latest plan put each node")
 async def get_placement(session_id: str, state: State) -> list[dict[str, str]]:
     """``[{"node", "device", "reason"}]`` of the session's latest plan (empty before any step)."""
-    plan = state.core.session(session_id).last_plan
+    plan = (await state.core.find_session(session_id)).last_plan
     return [] if plan is None else plan.placement.explain()
 
 

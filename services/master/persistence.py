@@ -1,0 +1,42 @@
+"""The master's sessions in Redis, so that they outlive a master restart.
+
+One hash per session (``tg:master:session:<handle>``): the graph as GraphDef bytes, the session
+options as JSON, the graph version and the creation time. Written when a session is created or
+extended (never per step), dropped when it is closed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+
+PREFIX = "tg:master:session:"
+
+
+class RedisSessionStore:
+    """A ``tensorgrid.master.core.SessionStore`` over Redis."""
+
+    def __init__(self, url: str, timeout: float = 2.0) -> None:
+        self.url = url
+        self._redis = aioredis.Redis.from_url(url, socket_timeout=timeout,
+                                              socket_connect_timeout=timeout)
+
+    async def put(self, handle: str, record: dict[str, Any]) -> None:
+        await self._redis.hset(PREFIX + handle, mapping={
+            "graph": record["graph"], "options": json.dumps(record["options"]),
+            "version": str(record["version"]), "created": str(record["created"])})
+
+    async def get(self, handle: str) -> dict[str, Any] | None:
+        fields = await self._redis.hgetall(PREFIX + handle)
+        if not fields or b"graph" not in fields:
+            return None
+        return {"graph": fields[b"graph"], "options": json.loads(fields[b"options"]),
+                "version": int(fields[b"version"]), "created": float(fields[b"created"])}
+
+    async def delete(self, handle: str) -> None:
+        await self._redis.delete(PREFIX + handle)
+
+    async def close(self) -> None:
+        await self._redis.aclose()

@@ -1,0 +1,56 @@
+"""Checkpoints through the services: a ``Saver`` over the HTTP master saves ps variables from the
+ps task service and restores them; ``/v1/checkpoints`` lists directories and checkpoints, shows
+one (404 when missing), and answers 503 when Redis is down."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensorgrid as tf
+from tensorgrid.checkpoint.redis_server import RedisProcess, start_redis
+from tensorgrid.checkpoint.saver import Saver
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisProcess]:
+    srv = start_redis(tmp_path / "redis")
+    monkeypatch.setenv("REDIS_URL", srv.url)  # the master's router and the client read it
+    yield srv
+    srv.kill()
+
+
+def test_save_restore_and_list_over_http(tasks, master, redis_server: RedisProcess) -> None:
+    ckdir = f"runs/{uuid.uuid4().hex[:8]}"
+    with tf.device("/job:ps/task:0"):
+        w = tf.Variable(np.arange(12, dtype=np.float32).reshape(3, 4), name="w")
+    saver = Saver()
+    with tf.Session(master.url) as sess:
+        sess.run(tf.global_variables_initializer())
+        path = saver.save(sess, f"{ckdir}/model.ckpt", global_step=3)
+        assert path == f"{ckdir}/model.ckpt-3"
+        sess.run(tf.assign(w, np.zeros((3, 4), np.float32)))
+        saver.restore(sess, path)
+        np.testing.assert_array_equal(sess.run(w), np.arange(12, dtype=np.float32).reshape(3, 4))
+
+    dirs = master.http.get("/v1/checkpoints").json()["directories"]
+    assert {"directory": ckdir, "latest": path}.items() <= \
+        next(d for d in dirs if d["directory"] == ckdir).items()
+    listing = master.http.get("/v1/checkpoints", params={"dir": ckdir}).json()
+    [row] = listing["checkpoints"]
+    assert row["name"] == "model.ckpt-3" and row["status"] == "ok" and row["latest"]
+    shown = master.http.get(f"/v1/checkpoints/{ckdir}/model.ckpt-3",
+                            params={"verify": "true"}).json()
+    assert shown["status"] == "ok" and shown["global_step"] == 3
+    assert shown["tensors"][0]["device"].startswith("/job:ps/replica:0/task:0")
+    missing = master.http.get(f"/v1/checkpoints/{ckdir}/model.ckpt-4")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+
+    redis_server.kill()
+    down = master.http.get("/v1/checkpoints")
+    assert down.status_code == 503
+    assert down.json()["error"]["code"] == "UNAVAILABLE" and down.json()["error"]["retryable"]
