@@ -44,11 +44,6 @@ from synthetic import CLASSES, FEATURES, batch, classification_data
 
 import tensorgrid as tf
 
-try:
-    SyncReplicasOptimizer = tf.train.SyncReplicasOptimizer
-except AttributeError:  # not exported by tf.train (yet)
-    from tensorgrid.client.train.sync_replicas import SyncReplicasOptimizer
-
 SAMPLES = 2048
 WORKER_TIMEOUT_S = 300.0
 DONE_WAIT_S = 120.0
@@ -81,10 +76,11 @@ def cluster_of(args: argparse.Namespace) -> tf.train.ClusterSpec:
     return tf.train.ClusterSpec({"ps": [args.ps], "worker": args.workers.split(",")})
 
 
-def dense(x: tf.Tensor, n_in: int, n_out: int, name: str) -> tf.Tensor:
+def dense(x: tf.Tensor, n_in: int, n_out: int, name: str, seed: int) -> tf.Tensor:
     """``x @ W + b`` with the layer's variables made here (the device setter puts them on a ps)."""
     with tf.variable_scope(name):
-        w = tf.Variable(tf.truncated_normal([n_in, n_out], stddev=0.3, seed=1), name="weights")
+        w = tf.Variable(tf.truncated_normal([n_in, n_out], stddev=0.3, seed=seed),
+                        name="weights")
         b = tf.Variable(tf.zeros([n_out]), name="biases")
     return tf.matmul(x, w) + b
 
@@ -115,8 +111,8 @@ def run_worker(args: argparse.Namespace) -> int:
         global_step = tf.train.get_or_create_global_step()
         x = tf.placeholder(tf.float32, [None, FEATURES], name="x")
         labels = tf.placeholder(tf.int32, [None], name="labels")
-        hidden = tf.nn.relu(dense(x, FEATURES, args.hidden, "hidden"))
-        logits = dense(hidden, args.hidden, CLASSES, "logits")
+        hidden = tf.nn.relu(dense(x, FEATURES, args.hidden, "hidden", seed=1))
+        logits = dense(hidden, args.hidden, CLASSES, "logits", seed=2)
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=labels, logits=logits), name="loss")
         correct = tf.equal(tf.cast(tf.argmax(logits, 1), tf.int32), labels)
@@ -124,8 +120,8 @@ def run_worker(args: argparse.Namespace) -> int:
         opt: Any = tf.train.GradientDescentOptimizer(args.learning_rate)
         hooks: list[Any] = [tf.train.StopAtStepHook(last_step=args.last_step)]
         if args.mode == "sync":
-            opt = SyncReplicasOptimizer(opt, replicas_to_aggregate=replicas,
-                                        total_num_replicas=replicas)
+            opt = tf.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=replicas,
+                                                 total_num_replicas=replicas)
             hooks.append(opt.make_session_run_hook(is_chief))
         train_op = opt.minimize(loss, global_step=global_step)
         # how many replicas finished: the chief of a sync run waits for the others before it

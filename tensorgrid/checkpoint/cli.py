@@ -31,9 +31,12 @@ def list_checkpoints(directory: str | None = None, *, url: str | None = None
     ``latest``, ``global_step``, ``time``, ``bytes``). With one: its checkpoints, oldest first
     (``name``, ``path``, ``global_step``, ``time``, ``tensors``, ``bytes``, ``latest``,
     ``status``: "ok" or "damaged: why", from manifests and blob sizes)."""
+    from tensorgrid.checkpoint import listing
+
     if directory is None:
-        return _store(url).summarize()  # type: ignore[no-any-return]
-    return _store(url).describe(directory)  # type: ignore[no-any-return]
+        return _store(url).call(listing.summarize)  # type: ignore[no-any-return]
+    return _store(url).call(  # type: ignore[no-any-return]
+        lambda s: listing.describe(s, directory))
 
 
 def show_checkpoint(directory: str, name: str, *, verify: bool = False,
@@ -44,7 +47,10 @@ def show_checkpoint(directory: str, name: str, *, verify: bool = False,
     Raises:
         NotFoundError: no such checkpoint.
     """
-    return _store(url).show(directory, name, verify)  # type: ignore[no-any-return]
+    from tensorgrid.checkpoint import listing
+
+    return _store(url).call(  # type: ignore[no-any-return]
+        lambda s: listing.show(s, directory, name, verify))
 
 
 def remove_checkpoint(directory: str, name: str, *, url: str | None = None) -> dict[str, Any]:

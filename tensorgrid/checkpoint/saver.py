@@ -84,7 +84,10 @@ def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
     latest = store.latest_readable(directory)
     if latest is None:
         return None
-    rows = [r for r in store.describe(directory) if r["time"] is not None]
+    from tensorgrid.checkpoint import listing
+
+    rows = [r for r in store.call(lambda s: listing.describe(s, directory))
+            if r["time"] is not None]
     return CheckpointState(
         model_checkpoint_path=mf.join_path(directory, latest),
         all_model_checkpoint_paths=[r["path"] for r in rows],

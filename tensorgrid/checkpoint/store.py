@@ -19,6 +19,7 @@ The protocol (keys in ``manifest.py``):
   ``DataLossError`` names the checkpoint and the tensor.
 
 Redis being down gives ``UnavailableError`` (retryable) naming the Redis and what was being done.
+Listings for people and tools (status of every checkpoint, one in detail) are in ``listing.py``.
 """
 
 from __future__ import annotations
@@ -387,6 +388,20 @@ class CheckpointStore:
         with self._errors(f"listing the checkpoints of {keys.directory}"):
             return [_text(n) for n in await self._r.zrange(keys.index, 0, -1)]
 
+    async def committed(self, directory: str
+                        ) -> tuple[list[str], str | None, list[Any]]:
+        """The committed names (oldest first), what ``latest`` names, and each name's raw
+        manifest (None where it is missing), read at once."""
+        keys = mf.Keys(mf.normalize_directory(directory))
+        with self._errors(f"listing the checkpoints of {keys.directory}"):
+            async with self._r.pipeline(transaction=False) as pipe:
+                pipe.zrange(keys.index, 0, -1)
+                pipe.get(keys.latest)
+                names_raw, latest = await pipe.execute()
+            names = [_text(n) for n in names_raw]
+            raws = await self._r.mget([keys.manifest(n) for n in names]) if names else []
+        return names, None if latest is None else _text(latest), list(raws)
+
     async def restore_candidates(self, directory: str) -> list[str]:
         """The names to try when restoring the latest checkpoint, in order: ``latest``, then the
         committed ones newest first."""
@@ -560,90 +575,6 @@ class CheckpointStore:
                 return f"the blob of tensor {tname} has {n} bytes, not {entry['nbytes']}"
         return None
 
-    async def describe(self, directory: str) -> list[dict[str, Any]]:
-        """Every committed checkpoint of a directory, oldest first: name, path, global step,
-        time, tensor count, bytes, whether ``latest`` names it, and ``status`` ("ok", or
-        "damaged: why" from the manifest and the blobs' byte counts; checksums are not read)."""
-        directory = mf.normalize_directory(directory)
-        keys = mf.Keys(directory)
-        with self._errors(f"listing the checkpoints of {directory}"):
-            async with self._r.pipeline(transaction=False) as pipe:
-                pipe.zrange(keys.index, 0, -1)
-                pipe.get(keys.latest)
-                names_raw, latest_raw = await pipe.execute()
-            names = [_text(n) for n in names_raw]
-            raws = await self._r.mget([keys.manifest(n) for n in names]) if names else []
-        latest = None if latest_raw is None else _text(latest_raw)
-        out = []
-        for name, raw in zip(names, raws):
-            path = mf.join_path(directory, name)
-            row: dict[str, Any] = {"name": name, "path": path, "latest": name == latest,
-                                   "global_step": None, "time": None, "tensors": 0, "bytes": 0}
-            try:
-                if raw is None:
-                    raise errors.DataLossError("its manifest is missing")
-                manifest = mf.decode_manifest(raw, path)
-                row.update(mf.summary(manifest))
-                problem = await self.blob_lengths_ok(directory, manifest)
-                row["status"] = "ok" if problem is None else f"damaged: {problem}"
-            except errors.DataLossError as exc:
-                row["status"] = "damaged: " + exc.message.split(" is damaged: ", 1)[-1]
-            out.append(row)
-        if latest is not None and latest not in names:
-            out.append({"name": latest, "path": mf.join_path(directory, latest), "latest": True,
-                        "global_step": None, "time": None, "tensors": 0, "bytes": 0,
-                        "status": "damaged: 'latest' names a checkpoint that is not committed"})
-        return out
-
-    async def summarize(self) -> list[dict[str, Any]]:
-        """One row per directory: ``{"directory", "checkpoints", "latest", "global_step",
-        "time", "bytes"}`` (``latest`` the newest intact path, or None)."""
-        out = []
-        for directory in await self.directories():
-            rows = await self.describe(directory)
-            good = [r for r in rows if r["status"] == "ok"]
-            newest = next((r for r in reversed(good) if r["latest"]), good[-1] if good else None)
-            out.append({"directory": directory, "checkpoints": len(rows),
-                        "latest": newest["path"] if newest else None,
-                        "global_step": newest["global_step"] if newest else None,
-                        "time": newest["time"] if newest else None,
-                        "bytes": sum(int(r["bytes"]) for r in rows)})
-        return out
-
-    async def show(self, directory: str, name: str, verify: bool = False) -> dict[str, Any]:
-        """A checkpoint in detail: ``{"path", "directory", "name", "latest", "global_step",
-        "time", "tensors": [{"name", "dtype", "shape", "nbytes", "sha256", "device"}], "bytes",
-        "status"}``. ``status`` is "ok" or "damaged: why", from the blobs' byte counts, or with
-        ``verify`` from reading every blob and checking its sha256.
-
-        Raises:
-            NotFoundError: no such checkpoint.
-        """
-        directory = mf.normalize_directory(directory)
-        path = mf.join_path(directory, name)
-        info: dict[str, Any] = {"path": path, "directory": directory, "name": name,
-                                "latest": await self.latest(directory) == name,
-                                "global_step": None, "time": None, "tensors": [], "bytes": 0}
-        try:
-            manifest = await self.read_manifest(directory, name)
-        except errors.DataLossError as exc:
-            info["status"] = "damaged: " + exc.message.split(" is damaged: ", 1)[-1]
-            return info
-        info.update({k: v for k, v in mf.summary(manifest).items() if k != "tensors"})
-        info["tensors"] = [{"name": t, **{k: e.get(k) for k in
-                                          ("dtype", "shape", "nbytes", "sha256", "device")}}
-                           for t, e in manifest["tensors"].items()]
-        try:
-            if verify:
-                await self.verify(directory, name)
-                problem = None
-            else:
-                problem = await self.blob_lengths_ok(directory, manifest)
-        except errors.DataLossError as exc:
-            problem = exc.message.split(" is damaged: ", 1)[-1]
-        info["status"] = "ok" if problem is None else f"damaged: {problem}"
-        return info
-
 
 # ------------------------------------------------------------------------------ sync facade
 
@@ -721,15 +652,6 @@ class SyncCheckpointStore:
 
     def restore_candidates(self, directory: str) -> list[str]:
         return self.call(lambda s: s.restore_candidates(directory))
-
-    def describe(self, directory: str) -> list[dict[str, Any]]:
-        return self.call(lambda s: s.describe(directory))
-
-    def summarize(self) -> list[dict[str, Any]]:
-        return self.call(lambda s: s.summarize())
-
-    def show(self, directory: str, name: str, verify: bool = False) -> dict[str, Any]:
-        return self.call(lambda s: s.show(directory, name, verify))
 
     def read_manifest(self, directory: str, name: str) -> dict[str, Any]:
         return self.call(lambda s: s.read_manifest(directory, name))

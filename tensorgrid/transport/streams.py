@@ -104,7 +104,10 @@ class RunGraphStreamClient:
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._task = task
-        self._stream = _Stream(lambda: stub_for().RunGraphStream(metadata=metadata),
+        # a peer still starting is waited for (the master's health monitor fails the step if it
+        # is dead instead), so a cluster whose tasks start in any order needs no retries
+        self._stream = _Stream(lambda: stub_for().RunGraphStream(metadata=metadata,
+                                                                 wait_for_ready=True),
                                self._on_message, self._fail_all, task, address, "RunGraph")
 
     def _on_message(self, msg: Any) -> None:
@@ -156,7 +159,8 @@ class RecvTensorStreamClient:
                  metadata: Any = None) -> None:
         self._pending: dict[int, _Recv] = {}
         self._ids = itertools.count(1)
-        self._stream = _Stream(lambda: stub_for().RecvTensorStream(metadata=metadata),
+        self._stream = _Stream(lambda: stub_for().RecvTensorStream(metadata=metadata,
+                                                                   wait_for_ready=True),
                                self._on_message, self._fail_all, task, address, "RecvTensor")
 
     def _on_message(self, msg: Any) -> None:

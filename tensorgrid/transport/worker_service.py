@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -20,6 +21,10 @@ def stream_status(exc: BaseException) -> Any:
     return worker_pb2.StreamStatus(code=exc.error_code, message=exc.message,
                                    node=exc.node_name or "", op=exc.op_type or "",
                                    device=exc.device or "")
+
+
+def _forget(running: dict[int, Any], rid: int, _task: Any) -> None:
+    running.pop(rid, None)
 
 
 async def _serve_stream(request_iterator: Any, out: asyncio.Queue[Any],
@@ -41,9 +46,10 @@ async def _serve_stream(request_iterator: Any, out: asyncio.Queue[Any],
                     if task is not None:
                         task.cancel()
                     continue
+                rid = msg.request_id
                 task = asyncio.ensure_future(handle(msg))
-                running[msg.request_id] = task
-                task.add_done_callback(lambda _t, rid=msg.request_id: running.pop(rid, None))
+                running[rid] = task
+                task.add_done_callback(functools.partial(_forget, running, rid))
         finally:
             done_reading.set()
 

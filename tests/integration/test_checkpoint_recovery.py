@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tensorgrid as tf
+from tensorgrid.checkpoint import listing
 from tensorgrid.checkpoint.redis_server import RedisProcess, start_redis
 from tensorgrid.checkpoint.saver import latest_checkpoint
 from tensorgrid.checkpoint.store import SyncCheckpointStore
@@ -92,7 +93,7 @@ def _model(spec: ClusterSpec) -> tuple[tf.Variable, tf.Tensor, tf.Operation]:
 def _check_all_intact(directory: str) -> list[dict]:
     """Every committed checkpoint verifies (sha256 of every blob), and holds w == its step."""
     store = SyncCheckpointStore()
-    rows = store.describe(directory)
+    rows = store.call(lambda s: listing.describe(s, directory))
     assert rows and all(r["status"] == "ok" for r in rows), rows
     for r in rows:
         store.verify(directory, r["name"])

@@ -40,10 +40,18 @@ PS0, WORKER0, WORKER1 = "/job:ps/task:0", "/job:worker/task:0", "/job:worker/tas
 
 
 @pytest.fixture(scope="module")
-def procs() -> Iterator[LocalCluster]:
+def shared_procs() -> Iterator[LocalCluster]:
     """ps:0, worker:0 and worker:1 as ``services.*`` processes, and the HTTP master."""
     with cluster(ps=1, workers=2) as c:
         yield c
+
+
+@pytest.fixture
+def procs(shared_procs: LocalCluster) -> LocalCluster:
+    """The shared cluster with no variables left by an earlier test (they live on the ps by
+    name, shared by every session, as in TensorFlow)."""
+    tf.Session.reset(shared_procs.master_url)
+    return shared_procs
 
 
 def _handle(sess: tf.Session) -> str:
@@ -204,6 +212,8 @@ def test_a_300mb_tensor_crosses_tasks_intact(big_procs: LocalCluster) -> None:
     with tf.Session(big_procs.master_url) as sess:
         sess.run(big.initializer, options=deadline)
         got_total, got_rows = sess.run([total, row_sums], options=deadline)
+        placed = _placement(big_procs.master_url, sess)
+        assert placed["big"] == PS0 and placed[total.op.name] == WORKER0, placed
         # sum over c of (r - c) = COLS * r - COLS * (COLS - 1) / 2, and its sum over r
         expected_rows = COLS * np.arange(ROWS, dtype=np.float64) - COLS * (COLS - 1) / 2
         assert got_total == expected_rows.sum() == 2_775_000_000_000

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import redis
 
+from tensorgrid.checkpoint import listing
 from tensorgrid.checkpoint import manifest as mf
 from tensorgrid.checkpoint.cli import (
     format_checkpoint,
@@ -105,7 +106,7 @@ async def test_save_commit_list_and_read_back(store: CheckpointStore, directory:
     assert manifest["global_step"] == 10 and manifest["name"] == "model.ckpt-10"
     assert {e["device"] for e in manifest["tensors"].values()} == {"ps0", "ps1"}
     assert manifest["tensors"]["layer/w"]["nbytes"] == 48
-    [row] = await store.describe(directory)
+    [row] = await listing.describe(store, directory)
     assert row["status"] == "ok" and row["latest"] and row["global_step"] == 10
     assert row["tensors"] == len(want)
     report = await store.verify(directory, "model.ckpt-10")
@@ -207,7 +208,7 @@ async def test_max_to_keep_removes_the_oldest_with_their_blobs(store: Checkpoint
         assert not any(f"model.ckpt-{step}" in k for k in left), step
     blobs = [k for k in left if ":blob:" in k]
     assert len(blobs) == 2 * len(_tensors(0))
-    rows = await store.describe(directory)
+    rows = await listing.describe(store, directory)
     assert [r["global_step"] for r in rows] == [3, 4]
     assert [r["latest"] for r in rows] == [False, True]
 
@@ -307,7 +308,7 @@ async def test_damage_is_detected_and_restore_latest_falls_back(
     with pytest.raises(errors.DataLossError):
         await store.verify(directory, bad)
     # listing flags it without reading the blobs' contents (a flipped byte needs a verify)
-    rows = {r["name"]: r for r in await store.describe(directory)}
+    rows = {r["name"]: r for r in await listing.describe(store, directory)}
     if case != "flipped byte":
         assert rows[bad]["status"].startswith("damaged: "), rows[bad]
     assert rows[fallback]["status"] == "ok"

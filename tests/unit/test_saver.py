@@ -26,7 +26,9 @@ from tensorgrid.checkpoint.saver import (
     remove_checkpoint,
 )
 from tensorgrid.client import train
+from tensorgrid.client.train.checkpoint_hooks import CheckpointSaverHook, CheckpointSaverListener
 from tensorgrid.client.train.device_setter import replica_device_setter
+from tensorgrid.client.train.monitored_session import MonitoredSession
 from tensorgrid.client.train.server import ClusterSpec, Server, free_port
 from tensorgrid.core import errors
 
@@ -200,6 +202,45 @@ def test_empty_saver_and_deferred_build() -> None:
     deferred = Saver(defer_build=True)
     with tf.Session() as sess, pytest.raises(RuntimeError, match="defer_build"):
         deferred.save(sess, "runs/x/m")
+
+
+# ------------------------------------------------------------------------------ the hook
+
+
+class _Listener(CheckpointSaverListener):
+    def __init__(self, stop_after: int) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.stop_after = stop_after
+
+    def begin(self) -> None:
+        self.calls.append(("begin", -1))
+
+    def before_save(self, session, global_step_value: int) -> None:
+        self.calls.append(("before_save", global_step_value))
+
+    def after_save(self, session, global_step_value: int) -> bool:
+        self.calls.append(("after_save", global_step_value))
+        return global_step_value >= self.stop_after
+
+    def end(self, session, global_step_value: int) -> None:
+        self.calls.append(("end", global_step_value))
+
+
+def test_saver_hook_saves_every_n_steps_calls_listeners_and_may_stop(ckdir: str) -> None:
+    step = train.get_or_create_global_step()
+    increment = tf.assign_add(step, 1)
+    listener = _Listener(stop_after=6)
+    hook = CheckpointSaverHook(ckdir, save_steps=3, listeners=[listener])
+    with MonitoredSession(hooks=[hook]) as sess:
+        while not sess.should_stop():
+            sess.run(increment)
+    assert hook.saved == [f"{ckdir}/model.ckpt-{s}" for s in (0, 3, 6)]
+    assert listener.calls == [("begin", -1), ("before_save", 0), ("after_save", 0),
+                              ("before_save", 3), ("after_save", 3), ("before_save", 6),
+                              ("after_save", 6), ("end", 6)]
+    assert latest_checkpoint(ckdir) == f"{ckdir}/model.ckpt-6"
+    with pytest.raises(ValueError, match="both saver and scaffold"):
+        CheckpointSaverHook(ckdir, save_steps=1, saver=object(), scaffold=object())
 
 
 # ------------------------------------------------------------------------------ cluster

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from services.master.deps import Authorized
+from tensorgrid.checkpoint import listing
 from tensorgrid.checkpoint.redis_server import redis_url
 from tensorgrid.checkpoint.store import CheckpointStore
 
@@ -30,8 +31,8 @@ async def list_checkpoints(
     the blobs' byte counts)."""
     async with await _store() as store:
         if directory is None:
-            return {"directories": await store.summarize()}
-        return {"directory": directory, "checkpoints": await store.describe(directory)}
+            return {"directories": await listing.summarize(store)}
+        return {"directory": directory, "checkpoints": await listing.describe(store, directory)}
 
 
 @router.get("/{directory:path}/{name}", summary="One checkpoint: manifest and status")
@@ -43,4 +44,4 @@ async def show_checkpoint(
     its global step, time, tensors (dtype, shape, bytes, sha256, device) and status. 404 when it
     does not exist, 503 when Redis is down."""
     async with await _store() as store:
-        return await store.show(directory, name, verify)
+        return await listing.show(store, directory, name, verify)

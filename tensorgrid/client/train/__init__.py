@@ -2,6 +2,14 @@
 distributed runtime, cluster and session helpers)."""
 
 import tensorgrid.checkpoint  # registers the checkpoint ops and kernels (tasks run them)
+from tensorgrid.checkpoint.saver import (
+    Saver,
+    checkpoint_exists,
+    get_checkpoint_state,
+    latest_checkpoint,
+    remove_checkpoint,
+)
+from tensorgrid.client.train.checkpoint_hooks import CheckpointSaverHook, CheckpointSaverListener
 from tensorgrid.client.train.coordinator import (
     Coordinator,
     QueueRunner,
@@ -83,6 +91,9 @@ __all__ = [
     "NanLossDuringTrainingError", "FinalOpsHook", "FeedFnHook", "GlobalStepWaiterHook", "Scaffold",
     "SessionCreator", "ChiefSessionCreator", "WorkerSessionCreator", "MonitoredSession",
     "SingularMonitoredSession", "MonitoredTrainingSession",
+    # checkpoints
+    "Saver", "latest_checkpoint", "get_checkpoint_state", "checkpoint_exists", "remove_checkpoint",
+    "CheckpointSaverHook", "CheckpointSaverListener",
     # synchronous training and queue runners
     "SyncReplicasOptimizer", "Coordinator", "QueueRunner", "add_queue_runner",
     "start_queue_runners",

@@ -329,11 +329,11 @@ class _ChiefQueueRunner(QueueRunner):
         update = sess.make_callable(enqueue_op, [self._num_required])
 
         def step() -> None:
-            n = self.replicas_to_aggregate
+            want = self.replicas_to_aggregate
             live = self.live_replicas() if self.live_replicas is not None else None
-            if live is not None and 0 < live < n:
-                n = live
-            n = np.int32(n)
+            if live is not None and 0 < live < want:
+                want = live
+            n = np.int32(want)
             if min(wait(n)) < n:
                 return  # not all in yet (nothing was taken): check for a stop, wait again
             update(n)
