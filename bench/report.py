@@ -161,6 +161,13 @@ def render(raw_path: Path) -> str:
     out.append(f"- machine: {m.get('cpus', '?')} CPUs ({m.get('cpu_model', '?')}), "
                f"{m.get('mem_gib', '?')} GiB RAM, {m.get('platform', '?')}; "
                f"load average at start {m.get('loadavg', '?')}")
+    try:
+        load1 = float(str(m.get("loadavg", "")).split()[0])
+    except (IndexError, ValueError):
+        load1 = 0.0
+    if m.get("cpus") and load1 > 0.5 * m["cpus"]:
+        out.append(f"- **the machine was busy when the run started (load {load1:.2f} on "
+                   f"{m['cpus']} CPUs): these figures are not representative**")
     for fw, pr in probes.items():
         if "error" in pr:
             out.append(f"- {fw}: not available ({pr['error']})")

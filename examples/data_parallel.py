@@ -3,7 +3,7 @@ server and two workers, each worker a process with its own ``tf.train.Server`` a
 that trains an MLP on its shard of the data.
 
 Synthetic data only (there is no network to download a data set from): Gaussian blobs, one per
-class, drawn with a fixed seed by every process (``synthetic.py``); each worker takes its shard.
+class, drawn with a fixed seed by every process (``mlp.py``); each worker takes its shard.
 
 ``--mode async``: each worker applies its gradients to the ps variables as soon as it has them.
 ``--mode sync``: ``SyncReplicasOptimizer(opt, replicas_to_aggregate=2, total_num_replicas=2)``
@@ -40,11 +40,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from launch import Process, exit_on_sigterm, free_port
-from synthetic import CLASSES, FEATURES, batch, classification_data
+from mlp import CLASSES, FEATURES, SAMPLES, batch, classification_data
 
 import tensorgrid as tf
 
-SAMPLES = 2048
 WORKER_TIMEOUT_S = 300.0
 DONE_WAIT_S = 120.0
 RUN_DEADLINE = tf.RunOptions(timeout_in_ms=60_000)

@@ -3,7 +3,7 @@
 parameter server and applies them there: synchronous data-parallel training from one client.
 
 Synthetic data only (there is no network to download a data set from): Gaussian blobs, one per
-class, drawn with a fixed seed (``synthetic.py``). Each tower gets its own half of every batch.
+class, drawn with a fixed seed (``mlp.py``). Each tower gets its own half of every batch.
 
     python examples/in_graph_replication.py                  # launches ps, 2 workers and a master
     python examples/in_graph_replication.py --steps 30       # a short run
@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from launch import LocalCluster, exit_on_sigterm
-from synthetic import CLASSES, FEATURES, batch, classification_data
+from launch import run_on_cluster
+from mlp import CLASSES, FEATURES, fit
 
 import tensorgrid as tf
 
-SAMPLES = 2048
 TOWERS = 2
 
 
@@ -84,7 +83,7 @@ class Model:
     """The graph's handles: each tower's placeholders, and what to run."""
 
     feeds: list[tuple[tf.Tensor, tf.Tensor]]
-    mean_loss: tf.Tensor
+    loss: tf.Tensor
     accuracy: tf.Tensor
     train_op: tf.Operation
     global_step: tf.Variable
@@ -105,56 +104,34 @@ def build(args: argparse.Namespace) -> Model:
     with tf.device("/job:ps/task:0"):
         global_step = tf.train.get_or_create_global_step()
         params = make_params(args.hidden)
-    feeds, losses, corrects, tower_grads = [], [], [], []
+    feeds, losses, corrects, counts, tower_grads = [], [], [], [], []
     for i in range(TOWERS):
         with tf.device(f"/job:worker/task:{i}"), tf.name_scope(f"tower_{i}"):
             x = tf.placeholder(tf.float32, [None, FEATURES], name="x")
             labels = tf.placeholder(tf.int32, [None], name="labels")
             loss, correct = tower(x, labels, params)
             tower_grads.append(opt.compute_gradients(loss, var_list=params))
+            counts.append(tf.cast(tf.shape(x)[0], tf.float32))
         feeds.append((x, labels))
         losses.append(loss)
         corrects.append(correct)
     with tf.device("/job:ps/task:0"):
         train_op = opt.apply_gradients(average_gradients(tower_grads), global_step=global_step)
-        mean_loss = tf.add_n(losses) / float(TOWERS)
-        accuracy = tf.add_n(corrects) / float(SAMPLES)
+        mean_loss = tf.add_n(losses) / float(TOWERS)  # the towers' losses, for printing
+        accuracy = tf.add_n(corrects) / tf.add_n(counts)
     return Model(feeds, mean_loss, accuracy, train_op, global_step)
 
 
-def train(sess: tf.Session, model: Model, args: argparse.Namespace) -> tuple[float, float]:
-    """Initialize and train ``model`` for ``args.steps`` steps; returns the final loss and
-    accuracy on the whole data set."""
-    x_data, label_data = classification_data(SAMPLES)
-    log_every = args.log_every or max(1, args.steps // 10)
-    sess.run(tf.global_variables_initializer())
-    for step in range(1, args.steps + 1):
-        xb, yb = batch(x_data, label_data, step - 1, args.batch_size)
-        _, value = sess.run([model.train_op, model.mean_loss], feed_dict=model.feed_dict(xb, yb))
-        if step % log_every == 0 or step == 1:
-            print(f"step {step} loss {value:.4f}", flush=True)
-    final, acc, gs = sess.run([model.mean_loss, model.accuracy, model.global_step],
-                              feed_dict=model.feed_dict(x_data, label_data))
-    print(f"final loss {final:.4f} accuracy {acc:.3f} global step {gs}", flush=True)
-    return float(final), float(acc)
-
-
 def run(target: str, args: argparse.Namespace) -> None:
+    """Build the replicated model and train it on the master at ``target``."""
     model = build(args)
     with tf.Session(target) as sess:
-        train(sess, model, args)
+        fit(sess, model, args.steps, args.batch_size, args.log_every)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.target:
-        run(args.target, args)
-        return 0
-    exit_on_sigterm()
-    with LocalCluster(ps=1, workers=TOWERS, master=True) as cluster:
-        print(f"cluster {cluster.spec} master {cluster.master_url} (logs in {cluster.log_dir})",
-              flush=True)
-        run(cluster.master_url, args)
+    run_on_cluster(args.target, lambda target: run(target, args), ps=1, workers=TOWERS)
     return 0
 
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -82,8 +82,14 @@ class Process:
         if self.log_path is not None:
             out = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self._out = out
-        self.popen = subprocess.Popen(self.argv, cwd=ROOT, env=full_env, stdin=subprocess.DEVNULL,
-                                      stdout=out, stderr=subprocess.STDOUT if out else None)
+        try:
+            self.popen = subprocess.Popen(self.argv, cwd=ROOT, env=full_env,
+                                          stdin=subprocess.DEVNULL, stdout=out,
+                                          stderr=subprocess.STDOUT if out else None)
+        except BaseException:
+            if out is not None:
+                out.close()
+            raise
 
     @property
     def pid(self) -> int:
@@ -290,3 +296,16 @@ class LocalCluster:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def run_on_cluster(target: str, run: Callable[[str], None], ps: int = 1, workers: int = 2) -> None:
+    """``run(target)`` on the master at ``target``, or, when ``target`` is '', on the HTTP master
+    of a ``LocalCluster`` started for the purpose (and stopped after, also on SIGTERM)."""
+    if target:
+        run(target)
+        return
+    exit_on_sigterm()
+    with LocalCluster(ps=ps, workers=workers, master=True) as cluster:
+        print(f"cluster {cluster.spec} master {cluster.master_url} (logs in {cluster.log_dir})",
+              flush=True)
+        run(cluster.master_url)

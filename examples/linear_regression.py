@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a master to run on (http://HOST:PORT or grpc://HOST:PORT); "
                              "default: this process")
     parser.add_argument("--steps", type=int, default=500, help="training steps (default: 500)")
-    parser.add_argument("--learning-rate", type=float, default=0.02)
+    parser.add_argument("--learning-rate", type=float, default=0.04)
     parser.add_argument("--samples", type=int, default=100, help="synthetic points")
     parser.add_argument("--log-every", type=int, default=0,
                         help="print the loss every N steps (default: steps / 10)")

@@ -6,7 +6,7 @@ from worker 0 to worker 1 on the forward pass and their gradients come back on t
 (``colocate_gradients_with_ops=True`` keeps each layer's backward ops on its worker).
 
 Synthetic data only (there is no network to download a data set from): Gaussian blobs, one per
-class, drawn with a fixed seed (``synthetic.py``).
+class, drawn with a fixed seed (``mlp.py``).
 
     python examples/model_parallel.py                  # launches ps, 2 workers and a master
     python examples/model_parallel.py --steps 30       # a short run
@@ -25,13 +25,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from launch import LocalCluster, exit_on_sigterm
-from synthetic import CLASSES, FEATURES, batch, classification_data
+import numpy as np
+from launch import run_on_cluster
+from mlp import CLASSES, FEATURES, fit
 
 import tensorgrid as tf
-
-SAMPLES = 2048
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +68,9 @@ class Model:
     train_op: tf.Operation
     global_step: tf.Variable
 
+    def feed_dict(self, xs: np.ndarray, ys: np.ndarray) -> dict[Any, np.ndarray]:
+        return {self.x: xs, self.labels: ys}
+
 
 def build(args: argparse.Namespace) -> Model:
     """The split MLP in the default graph: layer 1 on worker 0, layers 2 and 3 on worker 1."""
@@ -89,40 +92,16 @@ def build(args: argparse.Namespace) -> Model:
     return Model(x, labels, loss, accuracy, train_op, global_step)
 
 
-def train(sess: tf.Session, model: Model, args: argparse.Namespace) -> tuple[float, float]:
-    """Initialize and train ``model`` for ``args.steps`` steps; returns the final loss and
-    accuracy on the whole data set."""
-    x_data, label_data = classification_data(SAMPLES)
-    log_every = args.log_every or max(1, args.steps // 10)
-    sess.run(tf.global_variables_initializer())
-    for step in range(1, args.steps + 1):
-        xb, yb = batch(x_data, label_data, step - 1, args.batch_size)
-        _, value = sess.run([model.train_op, model.loss],
-                            feed_dict={model.x: xb, model.labels: yb})
-        if step % log_every == 0 or step == 1:
-            print(f"step {step} loss {value:.4f}", flush=True)
-    final, acc, gs = sess.run([model.loss, model.accuracy, model.global_step],
-                              feed_dict={model.x: x_data, model.labels: label_data})
-    print(f"final loss {final:.4f} accuracy {acc:.3f} global step {gs}", flush=True)
-    return float(final), float(acc)
-
-
 def run(target: str, args: argparse.Namespace) -> None:
+    """Build the model and train it on the master at ``target``."""
     model = build(args)
     with tf.Session(target) as sess:
-        train(sess, model, args)
+        fit(sess, model, args.steps, args.batch_size, args.log_every)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.target:
-        run(args.target, args)
-        return 0
-    exit_on_sigterm()
-    with LocalCluster(ps=1, workers=2, master=True) as cluster:
-        print(f"cluster {cluster.spec} master {cluster.master_url} (logs in {cluster.log_dir})",
-              flush=True)
-        run(cluster.master_url, args)
+    run_on_cluster(args.target, lambda target: run(target, args), ps=1, workers=2)
     return 0
 
 

@@ -15,7 +15,7 @@ import asyncio
 import secrets
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -80,6 +80,7 @@ class MasterCore:
         self._clients: dict[str, TaskClient] = {}
         self.default_timeout = default_timeout
         self.rpc_timeout = rpc_timeout
+        self.startup_wait = 5.0
         self.client_task = client_task
         self.limits = limits
         self.sessions: dict[str, MasterSession] = {}
@@ -266,13 +267,37 @@ class MasterCore:
 
     # ------------------------------------------------------------------ tasks
     async def refresh_task(self, task: str) -> dict[str, Any]:
-        status = await self.client(task).get_status(self.rpc_timeout)
+        status = await self._while_starting(
+            task, lambda: self.client(task).get_status(self.rpc_timeout))
         restarted = self.cluster.observe(task, int(status["incarnation"]),
                                          status.get("host_id", ""),
                                          [d["type"] for d in status.get("devices", [])] or None)
         if restarted:
             self.task_restarted(task)
         return status
+
+    async def _while_starting(self, task: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Run a control call, trying again for ``startup_wait`` seconds while the task refuses
+        connections (it may still be starting: a cluster's processes come up in any order); a
+        task the health monitor has found dead fails at once."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(self.startup_wait, self.rpc_timeout)
+        delay = 0.05
+        while True:
+            self._refuse_dead(task)
+            try:
+                return await call()
+            except errors.UnavailableError:
+                if loop.time() + delay >= deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def _refuse_dead(self, task: str) -> None:
+        if self.cluster.state(task) == "dead":
+            raise errors.UnavailableError(
+                f"Task {task} ({self.cluster.task(task).address}) is dead: "
+                f"{self.cluster.death_reason(task)}")
 
     async def ensure_incarnations(self, tasks: Mapping[str, Any] | Sequence[str]) -> None:
         unknown = [t for t in tasks if not self.cluster.task(t).incarnation]
@@ -300,8 +325,9 @@ class MasterCore:
 
         async def one(task: str) -> tuple[str, str]:
             try:
-                handle, _inc = await self.client(task).register_graph(
-                    parts[task], session, cluster, incarnations[task], self.rpc_timeout)
+                handle, _inc = await self._while_starting(
+                    task, lambda: self.client(task).register_graph(
+                        parts[task], session, cluster, incarnations[task], self.rpc_timeout))
             except errors.OpError as exc:
                 if exc.error_code in (errors.ABORTED, errors.UNAVAILABLE):
                     # the task may have restarted: learn its new incarnation so the next

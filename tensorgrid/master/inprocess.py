@@ -22,7 +22,7 @@ class InProcessTaskClient:
         self.worker = worker
         self.host_id = host_id
 
-    async def get_status(self, timeout: float) -> dict[str, Any]:
+    async def get_status(self, timeout: float, wait_for_ready: bool = False) -> dict[str, Any]:
         return {**self.worker.status(), "host_id": self.host_id}
 
     async def register_graph(self, nodes: Sequence[NodeDef], session: str,

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 class TaskClient(Protocol):
     """How the master talks to one task (gRPC, or direct calls for a task in this process)."""
 
-    async def get_status(self, timeout: float) -> dict[str, Any]: ...
+    async def get_status(self, timeout: float, wait_for_ready: bool = False
+                         ) -> dict[str, Any]: ...
 
     async def register_graph(self, nodes: Sequence[NodeDef], session: str,
                              cluster: Mapping[str, str], expected_incarnation: int,

@@ -33,15 +33,18 @@ class GrpcTaskClient:
     def _stub(self) -> Any:
         return self._pool.worker(self.address)
 
-    async def _call(self, what: str, method: str, request: Any, timeout: float) -> Any:
+    async def _call(self, what: str, method: str, request: Any, timeout: float,
+                    wait_for_ready: bool = False) -> Any:
         try:
             return await getattr(self._stub(), method)(request, timeout=timeout,
-                                                       metadata=self._meta)
+                                                       metadata=self._meta,
+                                                       wait_for_ready=wait_for_ready)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, self.task, self.address, what) from None
 
-    async def get_status(self, timeout: float) -> dict[str, Any]:
-        r = await self._call("GetStatus", "GetStatus", worker_pb2.GetStatusRequest(), timeout)
+    async def get_status(self, timeout: float, wait_for_ready: bool = False) -> dict[str, Any]:
+        r = await self._call("GetStatus", "GetStatus", worker_pb2.GetStatusRequest(), timeout,
+                             wait_for_ready)
         return {"task": r.task, "incarnation": r.incarnation, "host_id": r.host_id,
                 "devices": [{"name": d.name, "type": d.device_type} for d in r.devices],
                 "graphs": r.graphs, "live_steps": r.live_steps, "steps_run": r.steps_run,

@@ -46,7 +46,7 @@ def test_linear_regression_in_process() -> None:
     assert len(losses) >= 10
     assert losses[-1] < 0.01 * losses[0], losses
     ((_, w, b),) = numbers(run.output, rf"^final loss {NUMBER} W {NUMBER} b {NUMBER}")
-    assert abs(w - 0.3) < 0.1 and abs(b - 0.7) < 0.5, (w, b)
+    assert abs(w - 0.3) < 0.05 and abs(b - 0.7) < 0.2, (w, b)
 
 
 def test_linear_regression_on_a_cluster_matches_the_local_run(
@@ -69,6 +69,8 @@ def test_seed_cluster_reaches_step_200_printing_20() -> None:
     steps = numbers(run.output, r"^step (\d+) y \[\[20\.\]\]$")
     assert [int(s) for s, in steps] == list(range(1, 201)), run.output[-2000:]
     assert "done at step 200" in run.output
+    # the worker's first session works: no recovery from a peer that seemed unavailable
+    assert "Error" not in run.output, run.output[:2000]
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])

@@ -34,6 +34,7 @@ from .procs import (
 
 in_graph_replication = example_module("in_graph_replication")
 model_parallel = example_module("model_parallel")
+mlp = example_module("mlp")
 
 HTTP_TIMEOUT_S = 60.0
 PS0, WORKER0, WORKER1 = "/job:ps/task:0", "/job:worker/task:0", "/job:worker/task:1"
@@ -132,15 +133,24 @@ def test_sync_data_parallel_with_server_clients_on_a_ps_process() -> None:
 
 
 # ------------------------------------------------- model parallel and in-graph replication
+def _train_and_place(example: Any, master_url: str) -> tuple[float, float, dict[str, str]]:
+    """Build an example's model in this process, train it for 40 steps through the HTTP master,
+    then run one more training step; returns the final loss and accuracy, and where the master
+    placed the nodes of that training step."""
+    args = example.build_parser().parse_args(["--steps", "40", "--log-every", "10"])
+    model = example.build(args)
+    x_data, label_data = mlp.classification_data(64)
+    with tf.Session(master_url) as sess:
+        loss, accuracy = mlp.fit(sess, model, args.steps, args.batch_size, args.log_every)
+        assert int(sess.run(model.global_step)) == 40
+        sess.run(model.train_op, model.feed_dict(x_data, label_data))
+        placed = _placement(master_url, sess)
+    return loss, accuracy, placed
+
+
 def test_model_parallel_splits_the_layers_across_workers_and_converges(
         procs: LocalCluster) -> None:
-    args = model_parallel.build_parser().parse_args(["--steps", "40", "--log-every", "10"])
-    model = model_parallel.build(args)
-    x_data, label_data = model_parallel.classification_data(64)
-    with tf.Session(procs.master_url) as sess:
-        loss, accuracy = model_parallel.train(sess, model, args)
-        sess.run(model.train_op, {model.x: x_data, model.labels: label_data})
-        placed = _placement(procs.master_url, sess)  # of that training step
+    loss, accuracy, placed = _train_and_place(model_parallel, procs.master_url)
     assert loss < 0.3 and accuracy > 0.9, (loss, accuracy)
     # every op with a task in its device ran there: layer 1 on worker 0, layers 2 and 3 on
     # worker 1, the variables and their updates on the ps
@@ -160,14 +170,7 @@ def test_model_parallel_splits_the_layers_across_workers_and_converges(
 
 def test_in_graph_replication_runs_a_tower_per_worker_and_converges(
         procs: LocalCluster) -> None:
-    args = in_graph_replication.build_parser().parse_args(["--steps", "40", "--log-every", "10"])
-    model = in_graph_replication.build(args)
-    x_data, label_data = in_graph_replication.classification_data(64)
-    with tf.Session(procs.master_url) as sess:
-        loss, accuracy = in_graph_replication.train(sess, model, args)
-        assert int(sess.run(model.global_step)) == 40
-        sess.run(model.train_op, model.feed_dict(x_data, label_data))
-        placed = _placement(procs.master_url, sess)  # of that training step
+    loss, accuracy, placed = _train_and_place(in_graph_replication, procs.master_url)
     assert loss < 0.3 and accuracy > 0.9, (loss, accuracy)
     for i, task in enumerate((WORKER0, WORKER1)):
         tower = {placed[n] for n in placed if n.startswith(f"tower_{i}/")}
