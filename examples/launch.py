@@ -9,7 +9,9 @@ wait is bounded and a failure shows the end of the process's log.
         tf.Session(cluster.master_url) ...
 
 This module is not an example: it is the plumbing that stands in for a real deployment (one task
-per machine, started by a scheduler).
+per machine, started by a scheduler). ``tensorgrid local`` (``tensorgrid/cluster/local.py``) is the
+supervised cluster for real use on one machine: it restarts processes that die, which tests that
+stop processes on purpose must not have.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from tensorgrid.core import errors
 from tensorgrid.master.cluster import ClusterState
 from tensorgrid.pb import master_pb2
 from tensorgrid.runtime.executor import LocalDevice
+from tensorgrid.runtime.threads import limit_blas_threads
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import shm
 from tensorgrid.transport.channels import ChannelPool, target_address
@@ -97,6 +98,7 @@ async def serve(task: str, bind: str, cluster: Mapping[str, Any] | str,
         NotFoundError: the cluster has no such task.
         UnavailableError: the address cannot be bound.
     """
+    limit_blas_threads()  # $TENSORGRID_BLAS_THREADS: tasks sharing cores must not fight
     spec = load_cluster(cluster) if isinstance(cluster, str) else dict(cluster)
     state = ClusterState(spec)
     name = state.task(task).name

@@ -1,6 +1,6 @@
 """Reverse-mode autodiff: the walk (gradients.py) and one rule per op (rules_*.py)."""
 
-from tensorgrid.autodiff import rules  # noqa: F401 - registers the gradient rules
+from tensorgrid.autodiff import rules
 from tensorgrid.autodiff.gradients import gradients, hessians
 
 __all__ = ["gradients", "hessians"]

@@ -136,7 +136,7 @@ def _ops_between(g: Graph, ys: Sequence[Tensor], xs: Sequence[Tensor],
         if op in stop_ops:
             continue
         stack.extend(t.op for t in op.inputs)
-    pending = {op: 0 for op in between}
+    pending = dict.fromkeys(between, 0)
     for op in between:
         if op in stop_ops:
             continue

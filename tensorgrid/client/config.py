@@ -60,7 +60,7 @@ class ConfigProto:
     device_count: dict[str, int] = field(default_factory=dict)
     isolate_session_state: bool = False
 
-    def CopyFrom(self, other: ConfigProto) -> None:  # noqa: N802 - protobuf-style name
+    def CopyFrom(self, other: ConfigProto) -> None:
         import copy
 
         self.__dict__.update(copy.deepcopy(other.__dict__))
@@ -118,6 +118,6 @@ class RunMetadata:
     partition_graphs: list[Any] = field(default_factory=list)
     cost_graph: Any = None
 
-    def Clear(self) -> None:  # noqa: N802
+    def Clear(self) -> None:
         self.step_stats = StepStats()
         self.partition_graphs = []

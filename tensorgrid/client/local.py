@@ -17,8 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from tensorgrid.client.config import (ConfigProto, DeviceStepStats, NodeExecStats, RunMetadata,
-                                      RunOptions)
+from tensorgrid.client.config import (
+    ConfigProto,
+    DeviceStepStats,
+    NodeExecStats,
+    RunMetadata,
+    RunOptions,
+)
 from tensorgrid.compiler.plan import Plan, PlanOptions, build_plan
 from tensorgrid.core.errors import DeadlineExceededError
 from tensorgrid.core.registry import TensorSpec
@@ -52,7 +57,7 @@ def gpu_module() -> Any:
 
 
 class _LocalPlan:
-    __slots__ = ("plan", "exe", "arg_order", "ret_order")
+    __slots__ = ("exe", "plan")
 
     def __init__(self, plan: Plan, exe: Executable) -> None:
         self.plan = plan
@@ -66,6 +71,10 @@ class LocalBackend:
         self.graph = graph
         self.config = config
         self.devices = local_devices()
+        if config.intra_op_parallelism_threads:
+            from tensorgrid.runtime.threads import limit_blas_threads
+
+            limit_blas_threads(config.intra_op_parallelism_threads)
         self._plans: dict[tuple[Any, ...], _LocalPlan] = {}
         self._specs_version = -1
         self._specs: dict[str, list[TensorSpec]] = {}

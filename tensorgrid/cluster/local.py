@@ -40,6 +40,7 @@ from tensorgrid.cluster.probes import grpc_healthy, http_healthy
 from tensorgrid.cluster.process import ManagedProcess, PidRecord, ProcessInfo, RedisManagedProcess
 from tensorgrid.core import errors
 from tensorgrid.master.cluster import task_name
+from tensorgrid.runtime.threads import fair_share
 
 log = logging.getLogger("tensorgrid.local")
 
@@ -219,6 +220,8 @@ class LocalCluster:
             "TENSORGRID_HEARTBEAT_TIMEOUT_S": repr(self.heartbeat_timeout),
             "PYTHONUNBUFFERED": "1",
         })
+        # every task gets its share of the cores for numpy's BLAS (unless the user chose)
+        env.setdefault("TENSORGRID_BLAS_THREADS", str(fair_share(self.workers + self.ps)))
         py = [sys.executable, "-m"]
         master_argv = [*py, "services.master", "--host", self.host, "--port", str(self.port),
                        "--grpc-port", grpc_port, "--log-level", self.log_level]

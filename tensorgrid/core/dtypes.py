@@ -17,7 +17,7 @@ class DType:
     that holds its values. Strings are numpy object arrays of ``bytes``.
     """
 
-    __slots__ = ("name", "enum", "np", "_hash")
+    __slots__ = ("_hash", "enum", "name", "np")
 
     def __init__(self, name: str, enum: int, np_dtype: Any) -> None:
         self.name = name

@@ -1,3 +1,3 @@
 """Op definitions (inference, attrs) and their python API, grouped by meaning."""
 
-from tensorgrid.ops import array, comm, core_ops, data_flow, math, nn, random, state  # noqa: F401 - registers the ops
+from tensorgrid.ops import array, comm, core_ops, data_flow, math, nn, random, state

@@ -76,20 +76,20 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
                    name=name or "Placeholder")
 
 
-def placeholder_with_default(input: Any, shape: Any, name: str | None = None) -> Tensor:  # noqa: A002
+def placeholder_with_default(input: Any, shape: Any, name: str | None = None) -> Tensor:
     """A placeholder that yields ``input`` when it is not fed."""
     t = convert_to_tensor(input)
     return make_op("PlaceholderWithDefault", [t], {"dtype": t.dtype, "shape": as_shape(shape)},
                    name=name or "PlaceholderWithDefault")
 
 
-def identity(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+def identity(input: Any, name: str | None = None) -> Tensor:
     """Return a tensor with the same value (a new node; useful for naming and control edges)."""
     t = convert_to_tensor(input)
     return make_op("Identity", [t], {"T": t.dtype}, name=name or "Identity")
 
 
-def stop_gradient(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+def stop_gradient(input: Any, name: str | None = None) -> Tensor:
     """Pass ``input`` through unchanged, but let no gradient flow back through it."""
     t = convert_to_tensor(input)
     return make_op("StopGradient", [t], {"T": t.dtype}, name=name or "StopGradient")

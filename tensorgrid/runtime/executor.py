@@ -171,9 +171,7 @@ class Executable:
                 self.num_args = max(self.num_args, int(n.attrs["index"]) + 1)
             elif n.op == "_Retval":
                 self.num_rets = max(self.num_rets, int(n.attrs["index"]) + 1)
-            elif n.op == "Const" and kind == _PLAIN:
-                cn.static = fn()
-            elif n.op == "VariableV2" and kind == _PLAIN:
+            elif (n.op == "Const" and kind == _PLAIN) or (n.op == "VariableV2" and kind == _PLAIN):
                 cn.static = fn()
             elif n.op in ("Identity", "Snapshot") and not any(derefs):
                 # in a straight-line schedule an identity is just another name for its input

@@ -61,7 +61,7 @@ class _Sent:
 class Rendezvous:
     """The channels of one step on one task."""
 
-    __slots__ = ("step_id", "_table", "_error", "created", "done")
+    __slots__ = ("_error", "_table", "created", "done", "step_id")
 
     def __init__(self, step_id: int) -> None:
         self.step_id = step_id

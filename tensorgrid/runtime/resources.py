@@ -19,7 +19,7 @@ from tensorgrid.core.shapes import TensorShape
 class Var:
     """A variable's storage: its dtype, declared shape and current value (None until assigned)."""
 
-    __slots__ = ("name", "dtype", "shape", "value", "version")
+    __slots__ = ("dtype", "name", "shape", "value", "version")
 
     def __init__(self, name: str, dtype: dtypes.DType, shape: TensorShape) -> None:
         self.name = name

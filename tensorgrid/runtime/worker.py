@@ -52,7 +52,7 @@ class RegisteredGraph:
 class StepRendezvous:
     """What _Send/_Recv kernels see: the step's local table, and the way to peers."""
 
-    __slots__ = ("local", "worker", "step_id")
+    __slots__ = ("local", "step_id", "worker")
 
     def __init__(self, local: Any, worker: WorkerCore, step_id: int) -> None:
         self.local = local
@@ -163,7 +163,7 @@ class WorkerCore:
                 self._running[step_id] = task
                 try:
                     rets = await asyncio.wait_for(task, timeout) if timeout else await task
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     raise errors.DeadlineExceededError(
                         f"Step {step_id} on {self.task} did not finish within {timeout:.3g}s") \
                         from None

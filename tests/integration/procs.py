@@ -38,10 +38,9 @@ from launch import (  # noqa: E402
     start_task,
 )
 
-__all__ = ["EXAMPLES", "ExampleRun", "LocalCluster", "Process", "cluster", "example_module",
-           "free_port",
-           "loopback_cluster", "metric", "numbers", "run_example", "run_examples",
-           "start_master", "start_task"]
+__all__ = ["EXAMPLES", "NUMBER", "ExampleRun", "LocalCluster", "Process", "cluster",
+           "example_module", "free_port", "loopback_cluster", "metric", "numbers", "run_example",
+           "run_examples", "start_master", "start_task"]
 
 EXAMPLE_TIMEOUT_S = 240.0
 HTTP_TIMEOUT_S = 30.0

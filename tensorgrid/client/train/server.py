@@ -105,6 +105,9 @@ class Server:
             if len(indices) != 1:
                 raise ValueError("task_index must be given when the job has several tasks")
             task_index = indices[0]
+        from tensorgrid.runtime.threads import limit_blas_threads
+
+        limit_blas_threads(getattr(config, "intra_op_parallelism_threads", 0) or None)
         self.cluster_spec = cluster
         self.job_name = job_name
         self.task_index = int(task_index)
