@@ -58,6 +58,8 @@ class MasterState:
         if settings.grpc_port is not None:
             self.grpc = TaskServer(f"{settings.host}:{settings.grpc_port}", master=self.core,
                                    token=token)
+            host = "127.0.0.1" if settings.host in ("0.0.0.0", "", "::") else settings.host
+            self.core.address = f"{host}:{settings.grpc_port}"
 
     async def start(self) -> None:
         """Start watching the cluster's health, and serve the MasterService over gRPC when a

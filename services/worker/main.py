@@ -10,7 +10,6 @@ cannot receive them, like the HTTP master, polls the task's status instead).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 from collections.abc import Callable, Mapping
@@ -21,14 +20,13 @@ from services.config import load_cluster
 from tensorgrid.client.local import local_devices
 from tensorgrid.core import errors
 from tensorgrid.master.cluster import ClusterState
-from tensorgrid.pb import master_pb2
 from tensorgrid.runtime.executor import LocalDevice
 from tensorgrid.runtime.threads import limit_blas_threads
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import shm
 from tensorgrid.transport.channels import ChannelPool, target_address
+from tensorgrid.transport.heartbeat import HeartbeatSender
 from tensorgrid.transport.server import TaskServer
-from tensorgrid.transport.status import metadata_token
 from tensorgrid.transport.worker_client import GrpcRemoteRecv
 
 log = logging.getLogger("tensorgrid.task")
@@ -55,27 +53,6 @@ def _on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> list[si
             continue  # not the main thread, or no signals here: the caller stops us
         handled.append(sig)
     return handled
-
-
-async def _heartbeats(master: str, worker: WorkerCore, address: str, host_id: str,
-                      pool: ChannelPool, token: str | None, interval: float) -> None:
-    """Tell the master every ``interval`` seconds that this incarnation of the task is alive."""
-    stub = pool.master(target_address(master))
-    request = master_pb2.HeartbeatRequest(task=worker.task, incarnation=worker.incarnation,
-                                          address=address, host_id=host_id)
-    reachable: bool | None = None
-    while True:
-        try:
-            await stub.Heartbeat(request, timeout=interval, metadata=metadata_token(token))
-            ok = True
-        except Exception as exc:  # noqa: BLE001 - a missed heartbeat is only logged
-            ok = False
-            if reachable is not False:
-                log.warning("heartbeat to master %s failed: %s", master, exc)
-        if ok and reachable is not True:
-            log.info("heartbeats reach master %s", master)
-        reachable = ok
-        await asyncio.sleep(interval)
 
 
 async def serve(task: str, bind: str, cluster: Mapping[str, Any] | str,
@@ -112,7 +89,10 @@ async def serve(task: str, bind: str, cluster: Mapping[str, Any] | str,
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled = _on_signals(loop, stop)
-    beating: asyncio.Task[None] | None = None
+    # heartbeats go from a thread of their own (a busy event loop must not look dead) to the
+    # configured master and to every master that registers graphs here
+    beats = HeartbeatSender(worker, addresses[name], host_id, heartbeat_interval,
+                            [target_address(master)] if master else [], token)
     try:
         try:
             port = await server.start()
@@ -122,18 +102,13 @@ async def serve(task: str, bind: str, cluster: Mapping[str, Any] | str,
                  worker.incarnation)
         if ready is not None:
             ready(port)
-        if master:
-            beating = loop.create_task(_heartbeats(master, worker, addresses[name], host_id, pool,
-                                                   token, heartbeat_interval))
+        beats.start()
         await stop.wait()
         log.info("task %s stopping", name)
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
-        if beating is not None:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
+        beats.stop()
         worker.abort_all(f"Task {name} is shutting down")
         await server.stop(grace)
         await pool.close()

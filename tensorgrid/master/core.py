@@ -88,10 +88,14 @@ class MasterCore:
         self.incarnation = secrets.randbits(63) | 1
         self.started = time.time()
         self._live: dict[int, _LiveStep] = {}
+        self._background: set[asyncio.Future[None]] = set()  # aborts sent to dead tasks
         self._log = logger or (lambda msg: print(msg, file=sys.stderr))
         self.counters = {"steps": 0, "failed_steps": 0, "aborted_by_health": 0,
                          "sessions_restored": 0}
         self.store: SessionStore | None = None
+        # this master's MasterService address, when it serves one: tasks it registers graphs on
+        # send their heartbeats there
+        self.address = ""
 
     # ------------------------------------------------------------------ plumbing
     def client(self, task: str) -> TaskClient:
@@ -327,7 +331,8 @@ class MasterCore:
             try:
                 handle, _inc = await self._while_starting(
                     task, lambda: self.client(task).register_graph(
-                        parts[task], session, cluster, incarnations[task], self.rpc_timeout))
+                        parts[task], session, cluster, incarnations[task], self.rpc_timeout,
+                        self.address))
             except errors.OpError as exc:
                 if exc.error_code in (errors.ABORTED, errors.UNAVAILABLE):
                     # the task may have restarted: learn its new incarnation so the next
@@ -400,9 +405,24 @@ class MasterCore:
                     results[calls[d]] = d.result()
         if first is None:
             return results
-        # abort the step wherever it may still run, then hear what the others say
-        await self._abort(step_id, set(calls.values()), first)
-        leftovers = [p for p in pending if p is not failure]
+        # abort the step wherever it may still run, then hear what the others say. A task the
+        # health monitor declared dead cannot answer: its abort is not waited for and neither is
+        # its call, so the error reaches the client now (a frozen task, whose connections stay
+        # open, would otherwise hold it for both timeouts)
+        dead = {t for t in calls.values() if self.cluster.state(t) == "dead"}
+        if dead:
+            later = asyncio.ensure_future(self._abort(step_id, dead, first))
+            self._background.add(later)
+            later.add_done_callback(self._background.discard)
+        await self._abort(step_id, set(calls.values()) - dead, first)
+        leftovers = []
+        for p in pending:
+            if p is failure:
+                continue
+            if calls[p] in dead:
+                p.cancel()
+            else:
+                leftovers.append(p)
         if leftovers:
             done, still = await asyncio.wait(leftovers, timeout=2.0)
             for d in done:

@@ -65,6 +65,9 @@ class HealthMonitor:
         cluster = self.core.cluster
         quiet = [t for t in cluster.tasks
                  if (age := cluster.heartbeat_age(t)) is None or age >= self.interval]
+        for task in cluster.tasks:
+            if task not in quiet:  # heard from since the last round: no refusal "in a row"
+                self._refused.pop(task, None)
         await asyncio.gather(*(self._poll(t) for t in quiet))
         for task in cluster.tasks:
             state = cluster.state(task)

@@ -27,7 +27,7 @@ class InProcessTaskClient:
 
     async def register_graph(self, nodes: Sequence[NodeDef], session: str,
                              cluster: Mapping[str, str], expected_incarnation: int,
-                             timeout: float) -> tuple[str, int]:
+                             timeout: float, master_address: str = "") -> tuple[str, int]:
         w = self.worker
         if expected_incarnation and expected_incarnation != w.incarnation:
             raise errors.AbortedError(

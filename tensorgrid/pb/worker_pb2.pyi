@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterGraphRequest(_message.Message):
-    __slots__ = ("session_handle", "graph_def", "cluster", "expected_incarnation")
+    __slots__ = ("session_handle", "graph_def", "cluster", "expected_incarnation", "master_address")
     class ClusterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -21,11 +21,13 @@ class RegisterGraphRequest(_message.Message):
     GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     session_handle: str
     graph_def: _graph_pb2.GraphDef
     cluster: _containers.ScalarMap[str, str]
     expected_incarnation: int
-    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., cluster: _Optional[_Mapping[str, str]] = ..., expected_incarnation: _Optional[int] = ...) -> None: ...
+    master_address: str
+    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., cluster: _Optional[_Mapping[str, str]] = ..., expected_incarnation: _Optional[int] = ..., master_address: _Optional[str] = ...) -> None: ...
 
 class RegisterGraphResponse(_message.Message):
     __slots__ = ("graph_handle", "incarnation")
@@ -60,10 +62,12 @@ class RunGraphRequest(_message.Message):
     def __init__(self, graph_handle: _Optional[str] = ..., step_id: _Optional[int] = ..., args: _Optional[_Iterable[_Union[_types_pb2.TensorProto, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class RunGraphResponse(_message.Message):
-    __slots__ = ("rets",)
+    __slots__ = ("rets", "ret_keys")
     RETS_FIELD_NUMBER: _ClassVar[int]
+    RET_KEYS_FIELD_NUMBER: _ClassVar[int]
     rets: _containers.RepeatedCompositeFieldContainer[_types_pb2.TensorProto]
-    def __init__(self, rets: _Optional[_Iterable[_Union[_types_pb2.TensorProto, _Mapping]]] = ...) -> None: ...
+    ret_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, rets: _Optional[_Iterable[_Union[_types_pb2.TensorProto, _Mapping]]] = ..., ret_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecvTensorRequest(_message.Message):
     __slots__ = ("step_id", "keys", "host_id")

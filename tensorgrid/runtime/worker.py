@@ -95,6 +95,9 @@ class WorkerCore:
         self.graphs: dict[str, RegisteredGraph] = {}
         self.rendezvous = RendezvousMgr(ttl=rendezvous_ttl)
         self.cluster: dict[str, str] = {}  # task name -> address, as the master last told us
+        # masters that registered graphs here (address -> time of the last registration): the
+        # task's heartbeats go to them
+        self.masters: dict[str, float] = {}
         self._handles = itertools.count(1)
         self._prefix = f"{os.getpid():x}{secrets.token_hex(3)}"
         self.steps_run = 0
@@ -103,7 +106,7 @@ class WorkerCore:
 
     # ------------------------------------------------------------------ graphs
     def register_graph(self, nodes: Sequence[NodeDef], session: str = "",
-                       cluster: Mapping[str, str] | None = None) -> str:
+                       cluster: Mapping[str, str] | None = None, master_address: str = "") -> str:
         """Build a partition's executor and return its handle.
 
         Raises:
@@ -119,6 +122,8 @@ class WorkerCore:
         exe = Executable(nodes, self.devices, self.default_device, specs)
         if cluster:
             self.cluster.update(cluster)
+        if master_address:
+            self.masters[master_address] = time.time()
         handle = f"{self._prefix}-{next(self._handles)}"
         self.graphs[handle] = RegisteredGraph(handle, session, exe, tuple(nodes))
         return handle
@@ -180,6 +185,13 @@ class WorkerCore:
             self.rendezvous.step_done(step_id)
         self.steps_run += 1
         return rets
+
+    def hold_result(self, step_id: int, key: str, value: Any) -> None:
+        """Keep a step's result here until the master takes it with ``recv_tensor`` (big results
+        travel over the data plane instead of inside the RunGraph answer)."""
+        rdv = self.rendezvous.find_or_create(step_id)
+        rdv.send(key, value)
+        rdv.done = True  # taking the last held value drops the rendezvous
 
     async def recv_tensor(self, step_id: int, key: str) -> Any:
         """Take a value this task sends in a step, waiting until it is produced (RecvTensor).

@@ -19,6 +19,15 @@ from tensorgrid.transport import shm
 
 INLINE_BYTES = 64 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
+# results bigger than this do not ride inside a RunGraph answer: they are pulled over RecvTensor
+BIG_RESULT_BYTES = 1024 * 1024
+EMPTY = worker_pb2.RecvTensorChunk().inline  # an empty TensorProto (a placeholder)
+
+
+def is_big(value: Any) -> bool:
+    """A numeric array large enough to travel over the data plane instead of inline."""
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and dtype.kind != "O" and value.nbytes > BIG_RESULT_BYTES
 
 
 def to_proto(value: Any) -> Any:

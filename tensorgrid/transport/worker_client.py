@@ -29,6 +29,8 @@ class GrpcTaskClient:
         self._pool = pool
         self._meta = metadata_token(token)
         self._run_stream: RunGraphStreamClient | None = None
+        self._recv_stream: RecvTensorStreamClient | None = None
+        self._host_id = shm.host_id()
 
     def _stub(self) -> Any:
         return self._pool.worker(self.address)
@@ -52,10 +54,11 @@ class GrpcTaskClient:
 
     async def register_graph(self, nodes: Sequence[NodeDef], session: str,
                              cluster: Mapping[str, str], expected_incarnation: int,
-                             timeout: float) -> tuple[str, int]:
+                             timeout: float, master_address: str = "") -> tuple[str, int]:
         req = worker_pb2.RegisterGraphRequest(
             session_handle=session, graph_def=serde.graph_to_proto(GraphDef(tuple(nodes))),
-            cluster=dict(cluster), expected_incarnation=expected_incarnation)
+            cluster=dict(cluster), expected_incarnation=expected_incarnation,
+            master_address=master_address)
         r = await self._call("RegisterGraph", "RegisterGraph", req, timeout)
         return r.graph_handle, r.incarnation
 
@@ -74,7 +77,21 @@ class GrpcTaskClient:
         # the task enforces the step deadline itself; waiting here adds a margin so the task's
         # DeadlineExceeded (naming where it stood) arrives first
         r = await self._run_stream.run_graph(req, timeout + 5.0)
-        return [tensors.from_proto(t) for t in r.rets]
+        keys = list(r.ret_keys) or [""] * len(r.rets)
+        rets: list[Any] = [None if k else tensors.from_proto(t) for t, k in zip(r.rets, keys)]
+        held = [i for i, k in enumerate(keys) if k]
+        if held:  # big results wait on the task: pull them over the data plane
+            loop = asyncio.get_running_loop()
+            futures: list[asyncio.Future[Any]] = [loop.create_future() for _ in held]
+            if self._recv_stream is None:
+                self._recv_stream = RecvTensorStreamClient(self._stub, self.task, self.address,
+                                                           self._meta)
+            await self._recv_stream.request(worker_pb2.RecvTensorRequest(
+                step_id=step_id, keys=[keys[i] for i in held], host_id=self._host_id), futures)
+            values = await asyncio.wait_for(asyncio.gather(*futures), timeout + 5.0)
+            for i, v in zip(held, values):
+                rets[i] = v
+        return rets
 
     async def abort(self, step_id: int, code: int, message: str, timeout: float) -> None:
         await self._call("Abort", "Abort", worker_pb2.AbortRequest(

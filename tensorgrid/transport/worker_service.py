@@ -9,6 +9,7 @@ from typing import Any
 
 from tensorgrid.core import errors, serde
 from tensorgrid.pb import worker_pb2, worker_pb2_grpc
+from tensorgrid.runtime.rendezvous import make_key
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import shm, tensors
 from tensorgrid.transport.status import abort_with
@@ -105,7 +106,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     f"the master expected {inc:x}")
             graph = serde.graph_from_proto(request.graph_def)
             handle = self.core.register_graph(graph.nodes, request.session_handle,
-                                              dict(request.cluster))
+                                              dict(request.cluster), request.master_address)
         except Exception as exc:
             await abort_with(context, exc)
             raise  # unreachable: abort raises
@@ -127,10 +128,25 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             args = [tensors.from_proto(a) for a in request.args]
             timeout = request.timeout_ms / 1000.0 if request.timeout_ms else None
             rets = await self.core.run_graph(request.graph_handle, request.step_id, args, timeout)
-            return worker_pb2.RunGraphResponse(rets=[tensors.to_proto(r) for r in rets])
+            return self._response(request.step_id, rets)
         except Exception as exc:
             await abort_with(context, exc)
             raise
+
+    def _response(self, step_id: int, rets: list[Any]) -> Any:
+        """The RunGraph answer: small results inline, big ones held for RecvTensor."""
+        protos, keys = [], []
+        for i, value in enumerate(rets):
+            if tensors.is_big(value):
+                key = make_key(self.core.default_device, self.core.incarnation, "client",
+                               f"_retval:{i}")
+                self.core.hold_result(step_id, key, value)
+                protos.append(tensors.EMPTY)
+                keys.append(key)
+            else:
+                protos.append(tensors.to_proto(value))
+                keys.append("")
+        return worker_pb2.RunGraphResponse(rets=protos, ret_keys=keys if any(keys) else [])
 
     async def RecvTensor(self, request: Any, context: Any) -> AsyncIterator[Any]:
         use_shm = self._shm and request.host_id == self.host_id
@@ -163,8 +179,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 timeout = req.timeout_ms / 1000.0 if req.timeout_ms else None
                 rets = await self.core.run_graph(req.graph_handle, req.step_id, args, timeout)
                 answer = worker_pb2.RunGraphStreamResponse(
-                    request_id=msg.request_id,
-                    response=worker_pb2.RunGraphResponse(rets=[tensors.to_proto(r) for r in rets]))
+                    request_id=msg.request_id, response=self._response(req.step_id, rets))
             except Exception as exc:  # noqa: BLE001 - every failure goes back as a status
                 answer = worker_pb2.RunGraphStreamResponse(request_id=msg.request_id,
                                                            status=stream_status(exc))

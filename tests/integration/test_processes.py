@@ -193,12 +193,9 @@ def _pattern() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def big_procs() -> Iterator[LocalCluster]:
-    """ps:0 and worker:0 as processes and the HTTP master, which waits 60 s, not 3 s, before it
-    declares a silent task dead: a task encoding a 300 MB result does not answer the master's
-    polls for several seconds (see the report on the runtime: kernels and encoding run on the
-    task's event loop)."""
-    with cluster(ps=1, workers=1,
-                 master_env={"TENSORGRID_HEARTBEAT_TIMEOUT_S": "60"}) as c:
+    """ps:0 and worker:0 as processes and the HTTP master, with the default heartbeat timeout
+    (3 s): big results travel over the data plane, so a task moving 300 MB stays responsive."""
+    with cluster(ps=1, workers=1) as c:
         yield c
 
 

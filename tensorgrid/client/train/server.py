@@ -194,6 +194,13 @@ class Server:
         state.heartbeat_timeout = float(os.environ.get("TENSORGRID_HEARTBEAT_TIMEOUT_S", "3.0"))
         self._monitor = HealthMonitor(self.master, interval)
         self._monitor.start()
+        # masters that register graphs here get this task's heartbeats, from a thread of their
+        # own; and this master tells the tasks it registers on where to send theirs
+        self.master.address = self.address
+        from tensorgrid.transport.heartbeat import HeartbeatSender
+
+        self._beats = HeartbeatSender(self.worker, self.address, host, interval, [], self.token)
+        self._beats.start()
         self._server = TaskServer(_bind_address(self.address), worker=self.worker,
                                   master=self.master, token=self.token, host_id=host)
         try:
@@ -216,6 +223,9 @@ class Server:
                 monitor = getattr(self, "_monitor", None)
                 if monitor is not None:
                     await monitor.stop()
+                beats = getattr(self, "_beats", None)
+                if beats is not None:
+                    beats.stop()
                 if self._server is not None:
                     await self._server.stop(1.0)
                 pool = getattr(self, "_pool", None)
