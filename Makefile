@@ -53,5 +53,10 @@ BENCH ?= all
 bench: install
 	$(PY) bench/run.py --parts '$(BENCH)' --command 'make bench BENCH=$(BENCH)'
 
+# The main job: a local cluster trains the linear regression and an MLP data-parallel on two
+# workers, and writes out/loss.png.
+demo: install
+	$(PY) examples/demo.py --out out
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .protos-check

@@ -462,6 +462,26 @@ def wait_until(check: Callable[[], Any], what: str, timeout_s: float,
         time.sleep(interval_s)
 
 
+def wait_healed(cluster: LocalCluster, timeout_s: float) -> None:
+    """Wait until every process of ``cluster`` runs and its master counts every task alive
+    (``LocalCluster.wait_healthy`` fails at once on a process that the supervisor has yet to
+    restart).
+
+    Raises:
+        AssertionError: not within ``timeout_s``.
+    """
+    def healed() -> bool:
+        if not all(p.pid for p in cluster.processes()):
+            return False
+        try:
+            tasks = cluster_tasks(cluster.url)
+        except (httpx.HTTPError, ValueError, KeyError):
+            return False
+        return all(t["state"] == "alive" for t in tasks.values())
+
+    wait_until(healed, "the cluster to heal", timeout_s, 0.1)
+
+
 def read_events(text: str) -> list[dict[str, Any]]:
     """The ``TRAINER {json}`` events of a trainer's output, in order (other lines skipped)."""
     out = []

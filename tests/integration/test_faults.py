@@ -49,6 +49,7 @@ from .faults_helpers import (
     outcomes,
     read_events,
     train,
+    wait_healed,
     wait_until,
 )
 from .procs import Process, loopback_cluster
@@ -88,7 +89,7 @@ def cluster() -> Iterator[LocalCluster]:
 @pytest.fixture
 def healthy(cluster: LocalCluster) -> LocalCluster:
     """The cluster, once every process runs and the master counts every task alive."""
-    cluster.wait_healthy(WAIT_S)
+    wait_healed(cluster, WAIT_S)
     return cluster
 
 
@@ -101,7 +102,7 @@ def model() -> Model:
 @pytest.fixture(scope="module")
 def reference(cluster: LocalCluster, model: Model) -> TrainingRun:
     """The fault-free run: LAST_STEP steps, checkpoints every INTERVAL steps."""
-    cluster.wait_healthy(WAIT_S)
+    wait_healed(cluster, WAIT_S)
     run = train(cluster.url, model, _checkpoint_dir("reference"), LAST_STEP, save_steps=INTERVAL)
     assert run.final_step == LAST_STEP and not run.failures, run.failures
     steps = [s.global_step for s in run.steps]

@@ -531,8 +531,9 @@ def MonitoredTrainingSession(
     all_hooks: list[SessionRunHook] = list(chief_only_hooks or [])
     summary_dir = summary_dir or checkpoint_dir
     if summary_dir and log_step_count_steps and log_step_count_steps > 0:
-        all_hooks.append(StepCounterHook(every_n_steps=log_step_count_steps,
-                                         output_dir=summary_dir))
+        # steps/s is logged; no summaries are written (there is no summary writer), so no
+        # output_dir is passed on
+        all_hooks.append(StepCounterHook(every_n_steps=log_step_count_steps))
     if checkpoint_dir:
         saver_hook = _checkpoint_saver_hook(checkpoint_dir, scaffold, save_checkpoint_secs,
                                             save_checkpoint_steps)
