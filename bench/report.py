@@ -24,6 +24,10 @@ GOALS: dict[str, tuple[str, float]] = {
     "dist.seed.session": ("<=", 1500.0),
     "dist.transfer.ps_to_worker.64MB": (">=", 3.0),
     "dist.train.mlp.async": (">=", 45_000.0),
+    "recovery.worker.detect_s": ("<=", 2.0),
+    "recovery.worker.resume_s": ("<=", 3.0),
+    "recovery.ps.detect_s": ("<=", 2.0),
+    "recovery.ps.resume_s": ("<=", 3.0),
 }
 
 TITLES: dict[str, str] = {
@@ -34,6 +38,12 @@ TITLES: dict[str, str] = {
     "local.linreg.train": "linreg 1000 features b256 training, one process (reference)",
     "dist.seed.session": "seed matmul, vars on ps, plain Session from worker 0",
     "dist.seed.mts": "seed step (matmul + global_step += 1), MonitoredTrainingSession",
+    "recovery.worker.detect_s": "worker killed: kill -> master reports it dead or a step fails",
+    "recovery.worker.resume_s": "worker killed: kill -> next successful training step",
+    "recovery.worker.steps_lost": "worker killed: global steps done again",
+    "recovery.ps.detect_s": "ps killed: kill -> master reports it dead or a step fails",
+    "recovery.ps.resume_s": "ps killed: kill -> next successful step (after the restore)",
+    "recovery.ps.steps_lost": "ps killed: global steps done again (since the last checkpoint)",
 }
 
 
@@ -206,6 +216,7 @@ def render(raw_path: Path) -> str:
                        f"{'-' if ratio is None else f'{ratio:.2f}x'} | {goal} | {met} | "
                        f"{checks_cell(tg)} |")
         out.append("")
+    out += recovery_section(raw_path, meta, rows)
     not_run = [r for r in rows if r.get("status") != "ok"]
     if not_run:
         out += ["## Not measured", "", "| figure | framework | status | why |", "|---|---|---|---|"]
@@ -225,6 +236,50 @@ def render(raw_path: Path) -> str:
                 + ", ".join(f"`tf.{n}`" for n in fallbacks) + ".", ""]
     out.append(f"Logs of the child processes were in `{meta.get('log_dir', '?')}`.")
     return "\n".join(out) + "\n"
+
+
+def recovery_section(raw_path: Path, meta: dict[str, Any], rows: list[dict[str, Any]]
+                     ) -> list[str]:
+    """The recovery figures (tensorgrid only: kill -9 on a LocalCluster, ``recovery.py``).
+
+    A run without them (``--parts local``, say) shows those of the newest raw file next to
+    ``raw_path`` that has them, saying which run that was."""
+    mine = [r for r in rows if r["bench"].startswith("recovery.")]
+    source = ""
+    if not mine:
+        for other in sorted(raw_path.parent.glob("raw-*.jsonl"), reverse=True):
+            if other.resolve() == raw_path.resolve():
+                continue
+            other_meta, other_rows, _ = read_raw(other)
+            mine = [r for r in other_rows if r["bench"].startswith("recovery.")]
+            if mine:
+                source = (f"From an earlier run: `{_rel(other)}` (command "
+                          f"`{other_meta.get('command', '?')}`, {other_meta.get('date', '?')}, "
+                          f"load average {other_meta.get('machine', {}).get('loadavg', '?')}).")
+                break
+    if not mine:
+        return []
+    out = ["## Recovery (LocalCluster: Redis, master, 1 ps, 2 workers; kill -9)", ""]
+    if source:
+        out += [source, ""]
+    settings = next((r.get("settings") for r in mine if r.get("settings")), {}) or {}
+    out += ["`bench/recovery.py` trains an MLP (variables on the ps, compute on both workers) "
+            "under `MonitoredTrainingSession` with a checkpoint every "
+            f"{settings.get('save_checkpoint_steps', '?')} steps and kills a worker, then the "
+            "ps, with SIGKILL while a step runs, once the victim has run "
+            f"{settings.get('victim_min_uptime_s', '?')} s (no crash-loop backoff). Heartbeat "
+            f"every {settings.get('heartbeat_interval_s', '?')} s, dead after "
+            f"{settings.get('heartbeat_timeout_s', '?')} s of silence or two refused polls. "
+            "Each cell is the median (min-max) over the kills.", "",
+            "| figure | unit | tensorgrid | kills | goal | met | checks |",
+            "|---|---|---|---|---|---|---|"]
+    for r in mine:
+        goal, met = goal_cell(r["bench"], r)
+        n = r.get("n", "-") if r.get("status") == "ok" else "-"
+        out.append(f"| {figure_title(r['bench'])} (`{r['bench']}`) | {r.get('unit', '')} | "
+                   f"{fmt_row(r)} | {n} | {goal} | {met} | {checks_cell(r)} |")
+    out.append("")
+    return out
 
 
 def _rel(path: Path) -> str:

@@ -26,10 +26,11 @@ from typing import IO, Any
 
 import dist
 import local
+import recovery
 import report
 from common import BENCH_DIR, FRAMEWORKS, REPO_ROOT, RESULTS_DIR, Settings, info, tf_python
 
-UNITS = [f"local.{b}" for b in local.BENCHES] + [f"dist.{u}" for u in dist.UNITS]
+UNITS = [f"local.{b}" for b in local.BENCHES] + [f"dist.{u}" for u in dist.UNITS] + ["recovery"]
 
 
 def select_units(selectors: str) -> list[str]:
@@ -145,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             write_rows(f, dist.run(s, frameworks, dist_units, log_dir, probes))
             info(f"dist part: {time.perf_counter() - t0:.0f} s")
+        if "recovery" in units:  # tensorgrid only: kill -9 on a self-healing LocalCluster
+            t0 = time.perf_counter()
+            write_rows(f, recovery.run(s, frameworks, log_dir))
+            info(f"recovery part: {time.perf_counter() - t0:.0f} s")
         write_rows(f, [{"kind": "end", "elapsed_s": time.perf_counter() - started}])
     a.report.write_text(report.render(raw_path))
     info(f"raw results: {raw_path}")

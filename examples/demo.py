@@ -30,13 +30,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import in_graph_replication  # noqa: E402 - the examples' MLP towers
-from linear_regression import synthetic_data  # noqa: E402
-from mlp import batch, classification_data  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import in_graph_replication
+from linear_regression import synthetic_data
+from mlp import batch, classification_data
+from tqdm import tqdm
 
-import tensorgrid as tf  # noqa: E402
-from tensorgrid.cluster import LocalCluster  # noqa: E402
+import tensorgrid as tf
+from tensorgrid.cluster import LocalCluster
 
 
 def train_linear_regression(target: str, steps: int) -> list[float]:

@@ -76,6 +76,7 @@ async def serve(task: str, bind: str, cluster: Mapping[str, Any] | str,
         UnavailableError: the address cannot be bound.
     """
     limit_blas_threads()  # $TENSORGRID_BLAS_THREADS: tasks sharing cores must not fight
+    shm.remove_dead_segments()  # shared memory left by tasks that were killed
     spec = load_cluster(cluster) if isinstance(cluster, str) else dict(cluster)
     state = ClusterState(spec)
     name = state.task(task).name

@@ -80,7 +80,7 @@ class RecvTensorRequest(_message.Message):
     def __init__(self, step_id: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., host_id: _Optional[str] = ...) -> None: ...
 
 class RecvTensorChunk(_message.Message):
-    __slots__ = ("index", "inline", "dtype", "shape", "data", "offset", "shm_name")
+    __slots__ = ("index", "inline", "dtype", "shape", "data", "offset", "shm_name", "shm_lease")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     INLINE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,7 @@ class RecvTensorChunk(_message.Message):
     DATA_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     SHM_NAME_FIELD_NUMBER: _ClassVar[int]
+    SHM_LEASE_FIELD_NUMBER: _ClassVar[int]
     index: int
     inline: _types_pb2.TensorProto
     dtype: _types_pb2.DataType
@@ -95,7 +96,16 @@ class RecvTensorChunk(_message.Message):
     data: bytes
     offset: int
     shm_name: str
-    def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ...) -> None: ...
+    shm_lease: int
+    def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ..., shm_lease: _Optional[int] = ...) -> None: ...
+
+class ShmRelease(_message.Message):
+    __slots__ = ("name", "lease")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    lease: int
+    def __init__(self, name: _Optional[str] = ..., lease: _Optional[int] = ...) -> None: ...
 
 class StreamStatus(_message.Message):
     __slots__ = ("code", "message", "node", "op", "device")
@@ -130,14 +140,16 @@ class RunGraphStreamResponse(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., response: _Optional[_Union[RunGraphResponse, _Mapping]] = ..., status: _Optional[_Union[StreamStatus, _Mapping]] = ...) -> None: ...
 
 class RecvTensorStreamRequest(_message.Message):
-    __slots__ = ("request_id", "request", "cancel")
+    __slots__ = ("request_id", "request", "cancel", "releases")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    RELEASES_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     request: RecvTensorRequest
     cancel: bool
-    def __init__(self, request_id: _Optional[int] = ..., request: _Optional[_Union[RecvTensorRequest, _Mapping]] = ..., cancel: _Optional[bool] = ...) -> None: ...
+    releases: _containers.RepeatedCompositeFieldContainer[ShmRelease]
+    def __init__(self, request_id: _Optional[int] = ..., request: _Optional[_Union[RecvTensorRequest, _Mapping]] = ..., cancel: _Optional[bool] = ..., releases: _Optional[_Iterable[_Union[ShmRelease, _Mapping]]] = ...) -> None: ...
 
 class RecvTensorStreamResponse(_message.Message):
     __slots__ = ("request_id", "chunk", "status")

@@ -62,6 +62,7 @@ class TaskServer:
         self.host_id = host_id
         self.port = 0
         self.health = HealthServicer()
+        self.worker_servicer: WorkerServicer | None = None
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> int:
@@ -70,8 +71,8 @@ class TaskServer:
         server = grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=interceptors)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.worker is not None:
-            worker_pb2_grpc.add_WorkerServiceServicer_to_server(
-                WorkerServicer(self.worker, self.host_id), server)
+            self.worker_servicer = WorkerServicer(self.worker, self.host_id)
+            worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, server)
         if self.master is not None:
             master_pb2_grpc.add_MasterServiceServicer_to_server(MasterServicer(self.master), server)
         self.port = server.add_insecure_port(self.bind)
@@ -94,6 +95,8 @@ class TaskServer:
         await self.health.enter_graceful_shutdown()
         await self._server.stop(grace)
         self._server = None
+        if self.worker_servicer is not None:
+            self.worker_servicer.close()
 
     async def wait(self) -> None:
         if self._server is not None:

@@ -16,7 +16,7 @@ import grpc
 
 from tensorgrid.core import errors
 from tensorgrid.pb import worker_pb2
-from tensorgrid.transport import tensors
+from tensorgrid.transport import shm, tensors
 from tensorgrid.transport.status import from_rpc_error
 
 
@@ -41,7 +41,7 @@ class _Stream:
         self._call: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
-        self._background: asyncio.Future[None] | None = None
+        self._background: set[asyncio.Future[None]] = set()
 
     async def write(self, msg: Any) -> None:
         async with self._lock:  # writes on one call must not overlap
@@ -85,15 +85,18 @@ class _Stream:
         if self._reader is not None:
             self._reader.cancel()
 
-    def cancel_later(self, msg: Any) -> None:
-        """Send a message without waiting (a cancellation); failures are ignored."""
+    def send_later(self, msg: Any) -> None:
+        """Send a message without waiting (a cancellation, released segments); failures are
+        ignored."""
         async def send() -> None:
             try:
                 await self.write(msg)
             except errors.OpError:
                 pass
 
-        self._background = asyncio.ensure_future(send())
+        task = asyncio.ensure_future(send())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
 
 class RunGraphStreamClient:
@@ -146,9 +149,9 @@ class RunGraphStreamClient:
 class _Recv:
     __slots__ = ("assembler", "futures", "remaining")
 
-    def __init__(self, futures: list[asyncio.Future[Any]]) -> None:
+    def __init__(self, futures: list[asyncio.Future[Any]], assembler: tensors.Assembler) -> None:
         self.futures = futures
-        self.assembler = tensors.Assembler()
+        self.assembler = assembler
         self.remaining = len(futures)
 
 
@@ -159,6 +162,11 @@ class RecvTensorStreamClient:
                  metadata: Any = None) -> None:
         self._pending: dict[int, _Recv] = {}
         self._ids = itertools.count(1)
+        # segments the producer lends us (same host): mapped in place, given back when the
+        # arrays that view them are collected (from any thread: sent from the loop, batched)
+        self._mappings = shm.MappingCache()
+        self._loop = asyncio.get_running_loop()
+        self._to_release: list[Any] = []
         self._stream = _Stream(lambda: stub_for().RecvTensorStream(metadata=metadata,
                                                                    wait_for_ready=True),
                                self._on_message, self._fail_all, task, address, "RecvTensor")
@@ -197,17 +205,31 @@ class RecvTensorStreamClient:
                 if not f.done():
                     f.set_exception(err)
 
+    def _release(self, name: str, lease: int) -> None:
+        """A lent segment's array was collected (any thread): give the lease back soon."""
+        self._to_release.append(worker_pb2.ShmRelease(name=name, lease=lease))
+        if len(self._to_release) == 1:
+            try:
+                self._loop.call_soon_threadsafe(self._flush_releases)
+            except RuntimeError:
+                pass  # the loop is gone: the producer reclaims its lease after a while
+
+    def _flush_releases(self) -> None:
+        batch, self._to_release = self._to_release, []
+        if batch:
+            self._stream.send_later(worker_pb2.RecvTensorStreamRequest(releases=batch))
+
     async def request(self, request: Any, futures: list[asyncio.Future[Any]]) -> None:
         """Ask for ``request.keys``; each future gets its tensor (or the failure)."""
         rid = next(self._ids)
-        self._pending[rid] = _Recv(futures)
+        self._pending[rid] = _Recv(futures, tensors.Assembler(self._mappings, self._release))
 
         def abandoned(_f: asyncio.Future[Any]) -> None:
             entry = self._pending.get(rid)
             if entry is not None and all(f.done() for f in entry.futures):
                 self._pending.pop(rid, None)
                 if any(f.cancelled() for f in entry.futures):
-                    self._stream.cancel_later(worker_pb2.RecvTensorStreamRequest(
+                    self._stream.send_later(worker_pb2.RecvTensorStreamRequest(
                         request_id=rid, cancel=True))
 
         for f in futures:

@@ -7,7 +7,8 @@ pieces (a header chunk with dtype and shape, then data at increasing offsets). N
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -47,8 +48,10 @@ def _host(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def encode(index: int, value: Any, use_shm: bool) -> Iterator[Any]:
-    """The chunks that carry one tensor to the consumer."""
+def encode(index: int, value: Any, use_shm: bool,
+           pool: shm.SegmentPool | None = None) -> Iterator[Any]:
+    """The chunks that carry one tensor to the consumer (through ``pool``'s segments when the
+    consumer is on this host and can give leases back, else a one-off segment, else raw chunks)."""
     arr = _host(value)
     if arr.dtype == object or arr.nbytes <= INLINE_BYTES:
         yield worker_pb2.RecvTensorChunk(index=index, inline=serde.tensor_to_proto(arr))
@@ -56,8 +59,14 @@ def encode(index: int, value: Any, use_shm: bool) -> Iterator[Any]:
     dtype: Any = serde.dtype_to_enum(arr.dtype)
     shape = serde.shape_to_proto(TensorShape(arr.shape))
     if use_shm:
-        yield worker_pb2.RecvTensorChunk(index=index, dtype=dtype, shape=shape,
-                                         shm_name=shm.write(arr), offset=arr.nbytes)
+        lent = pool.put(arr) if pool is not None else None
+        if lent is not None:
+            yield worker_pb2.RecvTensorChunk(index=index, dtype=dtype, shape=shape,
+                                             shm_name=lent[0], shm_lease=lent[1],
+                                             offset=arr.nbytes)
+        else:
+            yield worker_pb2.RecvTensorChunk(index=index, dtype=dtype, shape=shape,
+                                             shm_name=shm.write(arr), offset=arr.nbytes)
         return
     flat = memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))  # type: ignore[arg-type]
     total = len(flat)
@@ -74,8 +83,11 @@ class Assembler:
     """Rebuilds the tensors of a RecvTensor stream; ``add`` returns (index, value) when one is
     complete, else None."""
 
-    def __init__(self) -> None:
+    def __init__(self, mappings: shm.MappingCache | None = None,
+                 release: Callable[[str, int], None] | None = None) -> None:
         self._partial: dict[int, tuple[np.ndarray, np.dtype[Any], tuple[int, ...], int]] = {}
+        self._mappings = mappings
+        self._release = release
 
     def add(self, chunk: Any) -> tuple[int, Any] | None:
         i = chunk.index
@@ -84,6 +96,12 @@ class Assembler:
         if chunk.shm_name:
             dt = serde.dtype_from_enum(chunk.dtype).np
             shape = tuple(int(d or 0) for d in serde.shape_from_proto(chunk.shape).as_list())
+            if chunk.shm_lease and self._mappings is not None and self._release is not None:
+                give_back = functools.partial(self._release, chunk.shm_name, chunk.shm_lease)
+                return i, self._mappings.view(chunk.shm_name, dt, shape, give_back)
+            if chunk.shm_lease:
+                raise errors.InternalError("A pooled segment was lent to a consumer that cannot "
+                                           "give it back")
             return i, shm.read(chunk.shm_name, dt, shape)
         entry = self._partial.get(i)
         if entry is None:

@@ -30,7 +30,8 @@ def _forget(running: dict[int, Any], rid: int, _task: Any) -> None:
 
 async def _serve_stream(request_iterator: Any, out: asyncio.Queue[Any],
                         handle: Callable[[Any], Awaitable[None]],
-                        cancellable: bool = False) -> AsyncIterator[Any]:
+                        cancellable: bool = False,
+                        consume: Callable[[Any], bool] | None = None) -> AsyncIterator[Any]:
     """Run ``handle`` for every request of a bidirectional stream and yield what it queues.
 
     The stream ends when the client closes its side and every request is answered; if the client
@@ -42,6 +43,8 @@ async def _serve_stream(request_iterator: Any, out: asyncio.Queue[Any],
     async def reader() -> None:
         try:
             async for msg in request_iterator:
+                if consume is not None and consume(msg):
+                    continue
                 if cancellable and msg.cancel:
                     task = running.get(msg.request_id)
                     if task is not None:
@@ -87,6 +90,12 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self.core = core
         self.host_id = host_id or shm.host_id()
         self._shm = shm.available() and bool(self.host_id)
+        # segments lent to same-host consumers over the RecvTensor stream
+        self.pool: shm.SegmentPool | None = shm.SegmentPool() if self._shm else None
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
 
     async def GetStatus(self, request: Any, context: Any) -> Any:
         st = self.core.status()
@@ -201,7 +210,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             try:
                 for fut in asyncio.as_completed(pending):
                     i, value = await fut
-                    for chunk in tensors.encode(i, value, use_shm):
+                    for chunk in tensors.encode(i, value, use_shm, self.pool):
                         await out.put(worker_pb2.RecvTensorStreamResponse(request_id=rid,
                                                                           chunk=chunk))
             except asyncio.CancelledError:
@@ -213,7 +222,15 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 for p in pending:
                     p.cancel()
 
-        async for answer in _serve_stream(request_iterator, out, one, cancellable=True):
+        def releases(msg: Any) -> bool:
+            """Give back the segments a message returns; True when that is all it carries."""
+            if self.pool is not None:
+                for r in msg.releases:
+                    self.pool.release(r.name, r.lease)
+            return not msg.HasField("request") and not msg.cancel
+
+        async for answer in _serve_stream(request_iterator, out, one, cancellable=True,
+                                          consume=releases):
             yield answer
 
     async def _recv_one(self, step_id: int, i: int, key: str) -> tuple[int, Any]:

@@ -244,9 +244,11 @@ class TrainingRun:
 
 def train(master: str, model: Model, checkpoint_dir: str, last_step: int, *,
           save_steps: int | None = 10, killer: Killer | None = None,
+          until: Callable[[TrainingRun], bool] | None = None,
           timeout_s: float = 300.0) -> TrainingRun:
-    """Train ``model`` under ``MonitoredTrainingSession`` until the global step is ``last_step``,
-    recording every step; a ``killer`` is started once the session exists and stopped at the end.
+    """Train ``model`` under ``MonitoredTrainingSession`` until the global step is ``last_step``
+    (or ``until(run)`` is true after a step), recording every step; a ``killer`` is started once
+    the session exists and stopped at the end.
 
     Raises:
         AssertionError: training took longer than ``timeout_s``.
@@ -270,6 +272,8 @@ def train(master: str, model: Model, checkpoint_dir: str, last_step: int, *,
                 t0 = time.time()
                 step, loss = sess.run([model.new_step, model.loss])
                 run.steps.append(StepRecord(t0, time.time(), int(step), float(loss)))
+                if until is not None and until(run):
+                    break
     finally:
         if killer is not None:
             killer.finish()
@@ -321,32 +325,40 @@ class Killer:
 
     Args:
         cluster: the cluster (the victims are its processes, by name).
-        plan: ``(global step, victim)`` pairs: once training has reached that step, the victim
-            is killed after a random pause shorter than ``max_pause_s`` (so that the signal
-            lands while a step runs), then the master is watched for its verdict.
+        plan: ``(global step, victim)`` pairs: once training has reached that step (and has
+            run ``gap_steps`` steps since the previous kill), the victim is killed after a
+            random pause shorter than ``max_pause_s`` (so that the signal lands while a step
+            runs), then the master is watched for its verdict.
         checkpoint_dir: note the committed checkpoints at each kill (for ps kills).
         seed: of the pauses.
+        min_uptime_s: a victim is killed only once its process has run that long (the
+            supervisor restarts a process that dies young after a longer backoff: pass
+            ``QUICK_EXIT_S`` to measure recovery without that backoff).
         timeout_s: how long the whole plan may take.
     """
 
     def __init__(self, cluster: LocalCluster, plan: Sequence[tuple[int, str]], *,
                  checkpoint_dir: str | None = None, seed: int = SEED, max_pause_s: float = 0.02,
+                 min_uptime_s: float = 0.0, gap_steps: int = 20,
                  timeout_s: float = 240.0) -> None:
         self.cluster = cluster
+        self.gap_steps = gap_steps
         self.plan = list(plan)
         self.checkpoint_dir = checkpoint_dir
         self.max_pause_s = max_pause_s
+        self.min_uptime_s = min_uptime_s
         self.timeout_s = timeout_s
         self.kills: list[Kill] = []
         self.error: BaseException | None = None
+        self.done = threading.Event()  # set when the plan is carried out (or abandoned)
         self._rng = random.Random(seed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def begin(self, run: TrainingRun) -> None:
         """Start killing, following ``run``'s progress."""
-        self._thread = threading.Thread(target=self._run, args=(run.progress,),
-                                        name="fault-killer", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(run,), name="fault-killer",
+                                        daemon=True)
         self._thread.start()
 
     def finish(self) -> None:
@@ -356,27 +368,57 @@ class Killer:
             self._thread.join(VERDICT_TIMEOUT_S + 10.0)
             assert not self._thread.is_alive(), "the killer thread did not stop"
 
-    def _run(self, progress: Callable[[], int]) -> None:
+    def _ready(self, victim: str) -> bool:
+        pid = self.cluster.process(victim).pid
+        if not pid:
+            return False
+        return self.min_uptime_s <= 0 or (process_uptime(pid) or 0.0) >= self.min_uptime_s
+
+    def _recovered(self, run: TrainingRun) -> bool:
+        """Training ran ``gap_steps`` steps since the last kill (all of them started after it)."""
+        if not self.kills:
+            return True
+        steps, n = run.steps, self.gap_steps
+        return len(steps) >= n and steps[-n].t0 > self.kills[-1].t
+
+    def _run(self, run: TrainingRun) -> None:
         deadline = time.monotonic() + self.timeout_s
+        progress = run.progress
+
+        def wait(ready: Callable[[], bool]) -> bool:
+            while not ready():
+                if self._stop.wait(0.002) or time.monotonic() > deadline:
+                    return False
+            return True
+
         try:
             for at_step, victim in self.plan:
-                while progress() < at_step or not self.cluster.process(victim).pid:
-                    if self._stop.wait(0.002) or time.monotonic() > deadline:
-                        return
-                self.kills.append(self.kill(victim, self._rng.uniform(0.0, self.max_pause_s)))
+                # the master's view of the victim is read a few steps ahead, so that the kill
+                # follows the step count closely and lands in a training step
+                if not wait(lambda: progress() >= at_step - 5 and self._recovered(run)
+                            and self._ready(victim)):
+                    return
+                incarnation = self.incarnation(victim)
+                if not wait(lambda: progress() >= at_step):
+                    return
+                time.sleep(self._rng.uniform(0.0, self.max_pause_s))
+                self.kills.append(self.kill(victim, incarnation))
         except BaseException as exc:  # noqa: BLE001 - the test looks at it
             self.error = exc
+        finally:
+            self.done.set()
 
-    def kill(self, victim: str, pause_s: float = 0.0) -> Kill:
-        """SIGKILL ``victim`` now (after ``pause_s``) and wait (bounded) for the master's
-        verdict when it is a task."""
+    def incarnation(self, victim: str) -> str | None:
+        """The incarnation the master knows of the victim's task (None: not a task)."""
+        task = self.cluster.process(victim).task
+        return None if task is None else cluster_tasks(self.cluster.url)[task]["incarnation"]
+
+    def kill(self, victim: str, incarnation: str | None = None) -> Kill:
+        """SIGKILL ``victim`` now and wait (bounded) for the master's verdict when it is a task
+        (a verdict is a report of the task dead, or alive in an incarnation other than
+        ``incarnation``)."""
         proc = self.cluster.process(victim)
-        incarnation = None
-        if proc.task is not None:
-            incarnation = cluster_tasks(self.cluster.url)[proc.task]["incarnation"]
-        time.sleep(pause_s)
-        pid = self.cluster.process(victim).pid
-        os.kill(pid, signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGKILL)
         t = time.time()
         committed: tuple[int, ...] = ()
         if self.checkpoint_dir is not None and victim != "redis":
@@ -384,7 +426,7 @@ class Killer:
         verdict = None
         if proc.task is not None:
             verdict = watch_verdict(self.cluster.url, proc.task, incarnation, VERDICT_TIMEOUT_S)
-        return Kill(victim, pid, t, committed, verdict)
+        return Kill(victim, proc.pid, t, committed, verdict)
 
 
 # ------------------------------------------------------------------------------ what a kill cost
@@ -396,6 +438,7 @@ class KillOutcome:
 
     Attributes:
         victim: the process killed.
+        at: when (wall clock; ``Kill.t``).
         step_before: the global step of the last step that succeeded before the first failure
             that followed the kill.
         resumed_from: the global step the first successful step after that failure started from.
@@ -407,6 +450,7 @@ class KillOutcome:
     """
 
     victim: str
+    at: float
     step_before: int
     resumed_from: int
     lost: int
@@ -437,7 +481,7 @@ def outcomes(run: TrainingRun) -> list[KillOutcome]:
         client = None if failed is None else failed - k.t
         verdict = None if k.verdict_t is None else k.verdict_t - k.t
         detected = min((d for d in (client, verdict) if d is not None), default=None)
-        out.append(KillOutcome(k.victim, before, resumed_from, before - resumed_from, client,
+        out.append(KillOutcome(k.victim, k.t, before, resumed_from, before - resumed_from, client,
                                verdict, detected, after.t1 - k.t))
     return out
 
@@ -462,24 +506,60 @@ def wait_until(check: Callable[[], Any], what: str, timeout_s: float,
         time.sleep(interval_s)
 
 
+def task_incarnation(address: str, timeout_s: float = 1.0) -> str | None:
+    """The incarnation (hex, as the master shows it) that the task at ``address`` reports
+    itself, or None when it does not answer."""
+    import grpc
+
+    from tensorgrid.pb import worker_pb2, worker_pb2_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = worker_pb2_grpc.WorkerServiceStub(channel).GetStatus(
+                worker_pb2.GetStatusRequest(), timeout=timeout_s)
+        except grpc.RpcError:
+            return None
+    return f"{reply.incarnation:x}"
+
+
 def wait_healed(cluster: LocalCluster, timeout_s: float) -> None:
-    """Wait until every process of ``cluster`` runs and its master counts every task alive
-    (``LocalCluster.wait_healthy`` fails at once on a process that the supervisor has yet to
-    restart).
+    """Wait until every process of ``cluster`` runs and the master counts every task alive in
+    the incarnation the task itself reports (right after a kill the master may still count the
+    dead incarnation alive; ``LocalCluster.wait_healthy`` fails at once on a process that the
+    supervisor has yet to restart).
 
     Raises:
         AssertionError: not within ``timeout_s``.
     """
     def healed() -> bool:
-        if not all(p.pid for p in cluster.processes()):
+        procs = cluster.processes()
+        if not all(p.pid for p in procs):
             return False
         try:
             tasks = cluster_tasks(cluster.url)
         except (httpx.HTTPError, ValueError, KeyError):
             return False
-        return all(t["state"] == "alive" for t in tasks.values())
+        for p in procs:
+            if p.task is None:
+                continue
+            seen = tasks.get(p.task)
+            if seen is None or seen["state"] != "alive" or \
+                    seen["incarnation"] != task_incarnation(p.address):
+                return False
+        return True
 
     wait_until(healed, "the cluster to heal", timeout_s, 0.1)
+
+
+def process_uptime(pid: int) -> float | None:
+    """Seconds since process ``pid`` started (None: gone, or no /proc)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+        uptime = float(open("/proc/uptime").read().split()[0])
+    except OSError:
+        return None
+    started_ticks = int(stat.rsplit(")", 1)[-1].split()[19])
+    return uptime - started_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def read_events(text: str) -> list[dict[str, Any]]:

@@ -55,10 +55,12 @@ from .faults_helpers import (
 from .procs import Process, loopback_cluster
 
 LAST_STEP = 500
+KILLS = LAST_STEP // 50  # of workers, in the first test
+REFERENCE_STEPS = LAST_STEP + KILLS
 INTERVAL = 10  # save_checkpoint_steps
 HEARTBEAT_S, HEARTBEAT_TIMEOUT_S = 0.5, 3.0
 MARGIN_S = 2.0  # what a failure may take beyond the heartbeat timeout to reach the client
-LOSS_RTOL = 1e-4
+LOSS_RTOL = 1e-5  # the same steps on the same data: equal up to rounding
 WAIT_S = 60.0
 TRAINER = Path(__file__).with_name("trainer.py")
 WORKER1 = "/job:worker/replica:0/task:1"
@@ -101,12 +103,14 @@ def model() -> Model:
 
 @pytest.fixture(scope="module")
 def reference(cluster: LocalCluster, model: Model) -> TrainingRun:
-    """The fault-free run: LAST_STEP steps, checkpoints every INTERVAL steps."""
+    """The fault-free run, checkpoints every INTERVAL steps, a few steps past LAST_STEP (to
+    bound how far ahead a run with worker kills may be)."""
     wait_healed(cluster, WAIT_S)
-    run = train(cluster.url, model, _checkpoint_dir("reference"), LAST_STEP, save_steps=INTERVAL)
-    assert run.final_step == LAST_STEP and not run.failures, run.failures
+    run = train(cluster.url, model, _checkpoint_dir("reference"), REFERENCE_STEPS,
+                save_steps=INTERVAL)
+    assert run.final_step == REFERENCE_STEPS and not run.failures, run.failures
     steps = [s.global_step for s in run.steps]
-    assert steps == list(range(1, LAST_STEP + 1))
+    assert steps == list(range(1, REFERENCE_STEPS + 1))
     losses = [s.loss for s in run.steps]
     assert losses[-1] < 0.5 * losses[0], "the model did not learn"
     return run
@@ -116,15 +120,27 @@ def _checkpoint_dir(what: str) -> str:
     return f"faults/{what}-{uuid.uuid4().hex[:8]}"
 
 
-def _matches_reference(run: TrainingRun, reference: TrainingRun) -> float:
-    """Assert that every step's loss is the reference's loss at the same global step; return
-    the largest relative difference."""
+def _matches_reference(run: TrainingRun, reference: TrainingRun, kills: int = 0) -> float:
+    """Compare the losses of ``run`` with those of the fault-free run at the same global steps;
+    returns the largest relative difference.
+
+    Without kills that leave the ps alive, every loss must be the reference's (a restored
+    checkpoint replays the same steps). The step in flight when a worker dies may have updated
+    some variables on the ps and not others before it failed (its retry updates them again), as
+    in TensorFlow: each such kill can put the model up to one update ahead of its global step,
+    so the final loss must lie between the reference's at the same step and ``kills`` steps
+    later, never behind.
+    """
     ref = reference.losses()
-    got = run.losses()
-    worst = max(abs(loss - ref[step]) / abs(ref[step]) for step, loss in got.items())
+    worst = max(abs(loss - ref[step]) / abs(ref[step]) for step, loss in run.losses().items())
     final = run.steps[-1]
-    np.testing.assert_allclose(final.loss, ref[final.global_step], rtol=LOSS_RTOL)
-    assert worst <= LOSS_RTOL, f"a step's loss differs from the fault-free run by {worst:.2e}"
+    ahead = ref[final.global_step + kills]
+    print(f"final loss {final.loss:.6g} (fault-free {ref[final.global_step]:.6g}, "
+          f"{kills} updates later {ahead:.6g}); largest relative difference of a step's loss "
+          f"{worst:.1e}")
+    assert ahead * (1 - LOSS_RTOL) <= final.loss <= ref[final.global_step] * (1 + LOSS_RTOL)
+    if not kills:
+        assert worst <= LOSS_RTOL, f"a loss differs from the fault-free run's by {worst:.1e}"
     return worst
 
 
@@ -141,7 +157,7 @@ def _report(title: str, rows: list[dict[str, Any]]) -> None:
 
 def test_workers_killed_every_50_steps(healthy: LocalCluster, model: Model,
                                        reference: TrainingRun) -> None:
-    plan = [(25 + 50 * i, f"worker{i % 2}") for i in range(LAST_STEP // 50)]
+    plan = [(25 + 50 * i, f"worker{i % 2}") for i in range(KILLS)]
     restarts = [healthy.task("worker", i).restarts for i in range(2)]
     killer = Killer(healthy, plan, seed=1)
     run = train(healthy.url, model, _checkpoint_dir("workers"), LAST_STEP, save_steps=INTERVAL,
@@ -159,7 +175,7 @@ def test_workers_killed_every_50_steps(healthy: LocalCluster, model: Model,
         assert r.client_failed_s is not None, f"no step failed after killing {r.victim}"
     assert [healthy.task("worker", i).restarts - restarts[i] for i in range(2)] == [5, 5]
     assert not run.restores, "the chief restored a checkpoint although the ps survived"
-    _matches_reference(run, reference)
+    _matches_reference(run, reference, kills=len(plan))
 
 
 def test_ps_killed_chief_restores_the_latest_checkpoint(healthy: LocalCluster, model: Model,

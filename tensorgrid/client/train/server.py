@@ -171,6 +171,7 @@ class Server:
         pool = ChannelPool()
         self._pool = pool
         host = shm.host_id()
+        shm.remove_dead_segments()  # shared memory left by tasks that were killed
         self.worker.remote = GrpcRemoteRecv(self.worker, pool, self.token)
         state = ClusterState(self.cluster_spec.as_dict())
         local_client = InProcessTaskClient(self.worker, host)
