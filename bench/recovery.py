@@ -11,7 +11,8 @@ for ``QUICK_EXIT_S`` (so the supervisor restarts it after its normal 0.25 s, not
 backoff it gives a process that keeps dying young). Per kill, from the client's records:
 
 * ``detect_s``: kill -> the master reports the task dead (``GET /v1/cluster``, polled every
-  20 ms) or the client's step fails, whichever comes first;
+  20 ms) or the client's step fails, whichever comes first (``verdict_s``: the master's report
+  alone, what a kill between two steps waits for);
 * ``resume_s``: kill -> the end of the first successful training step after that failure;
 * ``steps_lost``: the global step before the kill minus the step training resumed from (a ps kill
   loses the steps since the last checkpoint; a worker kill loses nothing: the ps survived).
@@ -55,8 +56,8 @@ from common import (
 )
 
 KINDS = ("worker", "ps")
-MEASURES = (("detect_s", "s", "detected_s"), ("resume_s", "s", "resumed_s"),
-            ("steps_lost", "steps", "lost"))
+MEASURES = (("detect_s", "s", "detected_s"), ("verdict_s", "s", "master_verdict_s"),
+            ("resume_s", "s", "resumed_s"), ("steps_lost", "steps", "lost"))
 FIGURES = tuple(f"recovery.{kind}.{name}" for kind in KINDS for name, _, _ in MEASURES)
 SAVE_STEPS = 10
 HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S = 0.5, 3.0  # LocalCluster's defaults
@@ -94,6 +95,7 @@ def measure(kills: int, min_uptime_s: float) -> list[dict[str, Any]]:
                            heartbeat_interval=HEARTBEAT_INTERVAL_S,
                            heartbeat_timeout=HEARTBEAT_TIMEOUT_S, start_timeout=CLUSTER_START_S,
                            log_level="warning")
+    ok = False
     try:
         cluster.start()
         os.environ["REDIS_URL"] = cluster.redis_url
@@ -101,7 +103,7 @@ def measure(kills: int, min_uptime_s: float) -> list[dict[str, Any]]:
         model = fh.build_model()
         checkpoint_dir = f"bench/recovery-{uuid.uuid4().hex[:8]}"
         killer = fh.Killer(cluster, plan(kills), checkpoint_dir=checkpoint_dir, seed=7,
-                           min_uptime_s=min_uptime_s, timeout_s=60.0 + 2 * kills * (
+                           min_uptime_s=min_uptime_s, jitter_steps=SAVE_STEPS, timeout_s=60.0 + 2 * kills * (
                                min_uptime_s + 15.0))
 
         def until(run: Any) -> bool:
@@ -116,14 +118,19 @@ def measure(kills: int, min_uptime_s: float) -> list[dict[str, Any]]:
         if killer.error is not None:
             raise killer.error
         info(f"{len(run.kills)} kills, {len(run.steps)} steps in {time.time() - started:.0f} s")
-        return rows_of(run, fh.outcomes(run), kills, min_uptime_s, cluster)
+        rows = rows_of(run, fh.outcomes(run), kills, min_uptime_s)
+        ok = True
+        return rows
     finally:
         cluster.stop()
-        shutil.rmtree(state, ignore_errors=True)
+        if ok:
+            shutil.rmtree(state, ignore_errors=True)
+        else:
+            info(f"the cluster's logs are kept in {cluster.log_dir}")
 
 
-def rows_of(run: Any, outcomes: list[Any], kills: int, min_uptime_s: float,
-            cluster: Any) -> list[dict[str, Any]]:
+def rows_of(run: Any, outcomes: list[Any], kills: int, min_uptime_s: float
+            ) -> list[dict[str, Any]]:
     """The figures of each kind of victim, with every kill's details and the checks made."""
     rows: list[dict[str, Any]] = []
     kill_of = {k.t: k for k in run.kills}

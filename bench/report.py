@@ -39,9 +39,11 @@ TITLES: dict[str, str] = {
     "dist.seed.session": "seed matmul, vars on ps, plain Session from worker 0",
     "dist.seed.mts": "seed step (matmul + global_step += 1), MonitoredTrainingSession",
     "recovery.worker.detect_s": "worker killed: kill -> master reports it dead or a step fails",
+    "recovery.worker.verdict_s": "worker killed: kill -> master reports it dead",
     "recovery.worker.resume_s": "worker killed: kill -> next successful training step",
     "recovery.worker.steps_lost": "worker killed: global steps done again",
     "recovery.ps.detect_s": "ps killed: kill -> master reports it dead or a step fails",
+    "recovery.ps.verdict_s": "ps killed: kill -> master reports it dead",
     "recovery.ps.resume_s": "ps killed: kill -> next successful step (after the restore)",
     "recovery.ps.steps_lost": "ps killed: global steps done again (since the last checkpoint)",
 }
@@ -253,7 +255,7 @@ def recovery_section(raw_path: Path, meta: dict[str, Any], rows: list[dict[str, 
             other_meta, other_rows, _ = read_raw(other)
             mine = [r for r in other_rows if r["bench"].startswith("recovery.")]
             if mine:
-                source = (f"From an earlier run: `{_rel(other)}` (command "
+                source = (f"From another run: `{_rel(other)}` (command "
                           f"`{other_meta.get('command', '?')}`, {other_meta.get('date', '?')}, "
                           f"load average {other_meta.get('machine', {}).get('loadavg', '?')}).")
                 break

@@ -51,8 +51,9 @@ class _Stream:
             try:
                 await self._call.write(msg)
             except (grpc.RpcError, asyncio.InvalidStateError) as exc:
-                self._broken(exc)
-                raise self._error(exc) from None
+                err = self._write_error(exc)
+                self._broken(err)
+                raise err from None
 
     async def _read(self, call: Any) -> None:
         try:
@@ -64,7 +65,7 @@ class _Stream:
         except asyncio.CancelledError:
             return
         if self._call is call:
-            self._broken(exc)
+            self._broken(self._error(exc))
 
     def _error(self, exc: BaseException | None) -> errors.OpError:
         if isinstance(exc, grpc.RpcError):
@@ -72,11 +73,22 @@ class _Stream:
         return errors.UnavailableError(
             f"Task {self._peer} ({self._address}) is unavailable: its {self._what} stream ended")
 
-    def _broken(self, exc: BaseException | None) -> None:
+    def _write_error(self, exc: BaseException) -> errors.OpError:
+        """A write fails when the call ended under it (the peer died or restarted), before the
+        reader saw the end. gRPC's aio then raises INTERNAL "Internal error from Core" instead
+        of the call's status (grpc/grpc#36066): the stream broke, which is retryable."""
+        err = self._error(exc)
+        if err.error_code != errors.INTERNAL:
+            return err
+        return errors.UnavailableError(
+            f"Task {self._peer} ({self._address}) is unavailable: its {self._what} stream broke "
+            f"while writing to it ({err.message})")
+
+    def _broken(self, err: errors.OpError) -> None:
         call, self._call = self._call, None
         if call is not None:
             call.cancel()
-        self._on_broken(self._error(exc))
+        self._on_broken(err)
 
     def close(self) -> None:
         call, self._call = self._call, None

@@ -334,15 +334,19 @@ class Killer:
         min_uptime_s: a victim is killed only once its process has run that long (the
             supervisor restarts a process that dies young after a longer backoff: pass
             ``QUICK_EXIT_S`` to measure recovery without that backoff).
+        jitter_steps: once the victim may be killed, wait a random number of steps, up to
+            this, first (so that kills that wait for the victim's uptime still land at any
+            step of the checkpoint interval).
         timeout_s: how long the whole plan may take.
     """
 
     def __init__(self, cluster: LocalCluster, plan: Sequence[tuple[int, str]], *,
                  checkpoint_dir: str | None = None, seed: int = SEED, max_pause_s: float = 0.02,
-                 min_uptime_s: float = 0.0, gap_steps: int = 20,
+                 min_uptime_s: float = 0.0, gap_steps: int = 20, jitter_steps: int = 0,
                  timeout_s: float = 240.0) -> None:
         self.cluster = cluster
         self.gap_steps = gap_steps
+        self.jitter_steps = jitter_steps
         self.plan = list(plan)
         self.checkpoint_dir = checkpoint_dir
         self.max_pause_s = max_pause_s
@@ -399,7 +403,8 @@ class Killer:
                             and self._ready(victim)):
                     return
                 incarnation = self.incarnation(victim)
-                if not wait(lambda: progress() >= at_step):
+                target = max(at_step, progress() + self._rng.randint(0, self.jitter_steps))
+                if not wait(lambda: progress() >= target):
                     return
                 time.sleep(self._rng.uniform(0.0, self.max_pause_s))
                 self.kills.append(self.kill(victim, incarnation))

@@ -259,7 +259,8 @@ class _RecoverableSession:
                         f"{exc.message} (MonitoredSession gave up after {failures} failed "
                         f"attempt(s) to {what} in {elapsed:.1f}s)", node_name=exc.node_name,
                         op_type=exc.op_type, device=exc.device) from exc
-                delay = min(self._backoff_secs * 2 ** (failures - 1), 5.0,
+                # a restarted task is back within a second or two: retry often, not late
+                delay = min(self._backoff_secs * 2 ** (failures - 1), 1.0,
                             max(0.0, self._max_secs - elapsed))
                 _log.warning("%s while trying to %s; a task may have died or restarted. "
                              "Re-creating the session and retrying in %.2fs (attempt %d of %d): "
@@ -319,8 +320,8 @@ class _MonitoredSession:
 
     def __init__(self, session_creator: SessionCreator | None,
                  hooks: Iterable[SessionRunHook] | None, should_recover: bool,
-                 stop_grace_period_secs: float = 120, max_recovery_attempts: int = 10,
-                 max_recovery_secs: float = 600.0, recovery_backoff_secs: float = 0.5) -> None:
+                 stop_grace_period_secs: float = 120, max_recovery_attempts: int = 60,
+                 max_recovery_secs: float = 600.0, recovery_backoff_secs: float = 0.1) -> None:
         session_creator = session_creator or ChiefSessionCreator()
         self._graph: Graph = getattr(session_creator, "graph", None) or get_default_graph()
         self._graph_was_finalized = self._graph.finalized
@@ -440,7 +441,7 @@ class MonitoredSession(_MonitoredSession):
         max_recovery_attempts: how many times one call may re-create the session after
             ``UnavailableError``/``AbortedError`` before the error is raised.
         max_recovery_secs: how long one call may keep recovering.
-        recovery_backoff_secs: the first pause before re-creating (doubling, at most 5 s).
+        recovery_backoff_secs: the first pause before re-creating (doubling, at most 1 s).
 
     Example::
 
@@ -451,8 +452,8 @@ class MonitoredSession(_MonitoredSession):
 
     def __init__(self, session_creator: SessionCreator | None = None,
                  hooks: Iterable[SessionRunHook] | None = None,
-                 stop_grace_period_secs: float = 120, *, max_recovery_attempts: int = 10,
-                 max_recovery_secs: float = 600.0, recovery_backoff_secs: float = 0.5) -> None:
+                 stop_grace_period_secs: float = 120, *, max_recovery_attempts: int = 60,
+                 max_recovery_secs: float = 600.0, recovery_backoff_secs: float = 0.1) -> None:
         super().__init__(session_creator, hooks, should_recover=True,
                          stop_grace_period_secs=stop_grace_period_secs,
                          max_recovery_attempts=max_recovery_attempts,
@@ -494,7 +495,7 @@ def MonitoredTrainingSession(
         stop_grace_period_secs: float = 120, log_step_count_steps: int | None = 100,
         max_wait_secs: float = 7200, save_checkpoint_steps: Any = USE_DEFAULT,
         summary_dir: str | None = None, *, recovery_wait_secs: float = 0.5,
-        max_recovery_attempts: int = 10, max_recovery_secs: float = 600.0) -> MonitoredSession:
+        max_recovery_attempts: int = 60, max_recovery_secs: float = 600.0) -> MonitoredSession:
     """A ``MonitoredSession`` for training, set up for a chief or a worker (TensorFlow 1.x).
 
     The chief (``is_chief=True``) initializes the model and runs ``chief_only_hooks`` as well as
