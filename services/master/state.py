@@ -91,6 +91,7 @@ class MasterState:
                 await asyncio.wait_for(closing, grace)
             except TimeoutError:
                 log.warning("sessions did not close within %.1fs", grace)
+        self.core.close_clients()
         await self.pool.close()
         if self.store is not None:
             await self.store.close()

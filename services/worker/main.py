@@ -86,7 +86,8 @@ async def serve(task: str, bind: str, cluster: Mapping[str, Any] | str,
     pool = ChannelPool()
     worker.remote = GrpcRemoteRecv(worker, pool, token, addresses=addresses)
     host_id = shm.host_id()
-    server = TaskServer(bind, worker=worker, token=token, host_id=host_id)
+    server = TaskServer(bind, worker=worker, token=token, host_id=host_id,
+                        advertise=addresses[name])
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled = _on_signals(loop, stop)
@@ -110,6 +111,7 @@ async def serve(task: str, bind: str, cluster: Mapping[str, Any] | str,
         for sig in handled:
             loop.remove_signal_handler(sig)
         beats.stop()
+        worker.remote.close()
         worker.abort_all(f"Task {name} is shutting down")
         await server.stop(grace)
         await pool.close()

@@ -105,7 +105,15 @@ class MasterCore:
         return c
 
     def forget_client(self, task: str) -> None:
-        self._clients.pop(task, None)
+        client = self._clients.pop(task, None)
+        close = getattr(client, "close", None)
+        if close is not None:
+            close()
+
+    def close_clients(self) -> None:
+        """Close every task client's streams (the master is stopping)."""
+        for task in list(self._clients):
+            self.forget_client(task)
 
     def log(self, message: str) -> None:
         self._log(message)

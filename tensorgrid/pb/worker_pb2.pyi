@@ -152,14 +152,16 @@ class RecvTensorStreamRequest(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., request: _Optional[_Union[RecvTensorRequest, _Mapping]] = ..., cancel: _Optional[bool] = ..., releases: _Optional[_Iterable[_Union[ShmRelease, _Mapping]]] = ...) -> None: ...
 
 class RecvTensorStreamResponse(_message.Message):
-    __slots__ = ("request_id", "chunk", "status")
+    __slots__ = ("request_id", "chunk", "chunks", "status")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CHUNK_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     chunk: RecvTensorChunk
+    chunks: _containers.RepeatedCompositeFieldContainer[RecvTensorChunk]
     status: StreamStatus
-    def __init__(self, request_id: _Optional[int] = ..., chunk: _Optional[_Union[RecvTensorChunk, _Mapping]] = ..., status: _Optional[_Union[StreamStatus, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[int] = ..., chunk: _Optional[_Union[RecvTensorChunk, _Mapping]] = ..., chunks: _Optional[_Iterable[_Union[RecvTensorChunk, _Mapping]]] = ..., status: _Optional[_Union[StreamStatus, _Mapping]] = ...) -> None: ...
 
 class CleanupGraphRequest(_message.Message):
     __slots__ = ("step_id",)
@@ -198,7 +200,7 @@ class DeviceAttributes(_message.Message):
     def __init__(self, name: _Optional[str] = ..., device_type: _Optional[str] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("task", "incarnation", "host_id", "devices", "graphs", "live_steps", "steps_run", "uptime_s")
+    __slots__ = ("task", "incarnation", "host_id", "devices", "graphs", "live_steps", "steps_run", "uptime_s", "data_address")
     TASK_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     HOST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +209,7 @@ class GetStatusResponse(_message.Message):
     LIVE_STEPS_FIELD_NUMBER: _ClassVar[int]
     STEPS_RUN_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     task: str
     incarnation: int
     host_id: str
@@ -215,7 +218,8 @@ class GetStatusResponse(_message.Message):
     live_steps: int
     steps_run: int
     uptime_s: float
-    def __init__(self, task: _Optional[str] = ..., incarnation: _Optional[int] = ..., host_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., graphs: _Optional[int] = ..., live_steps: _Optional[int] = ..., steps_run: _Optional[int] = ..., uptime_s: _Optional[float] = ...) -> None: ...
+    data_address: str
+    def __init__(self, task: _Optional[str] = ..., incarnation: _Optional[int] = ..., host_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., graphs: _Optional[int] = ..., live_steps: _Optional[int] = ..., steps_run: _Optional[int] = ..., uptime_s: _Optional[float] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
     __slots__ = ("containers",)

@@ -5,6 +5,7 @@ token guards every call but the health check."""
 from __future__ import annotations
 
 import hmac
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from tensorgrid.master.core import MasterCore
 from tensorgrid.pb import master_pb2_grpc, worker_pb2_grpc
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport.channels import CHANNEL_OPTIONS
+from tensorgrid.transport.frames import DataPlaneServer
 from tensorgrid.transport.master_service import MasterServicer
 from tensorgrid.transport.worker_service import WorkerServicer
 
@@ -54,8 +56,11 @@ class TaskServer:
 
     def __init__(self, bind: str, worker: WorkerCore | None = None,
                  master: MasterCore | None = None, token: str | None = None,
-                 host_id: str = "") -> None:
+                 host_id: str = "", advertise: str = "") -> None:
         self.bind = bind
+        # the address peers know this task by (its host names the data plane too)
+        self.advertise = advertise or bind
+        self.data_plane: DataPlaneServer | None = None
         self.worker = worker
         self.master = master
         self.token = token
@@ -80,6 +85,12 @@ class TaskServer:
             raise OSError(f"Cannot listen on {self.bind}")
         await server.start()
         self._server = server
+        if self.worker_servicer is not None and \
+                os.environ.get("TENSORGRID_DATA_PLANE", "tcp").lower() != "grpc":
+            bind_host = self.bind.rpartition(":")[0].strip("[]") or "127.0.0.1"
+            self.data_plane = DataPlaneServer(self.worker_servicer, bind_host, self.token)
+            port = await self.data_plane.start()
+            self.worker_servicer.data_address = f"{self.advertise.rpartition(':')[0]}:{port}"
         serving = health_pb2.HealthCheckResponse.SERVING
         await self.health.set("", serving)
         if self.worker is not None:
@@ -93,6 +104,8 @@ class TaskServer:
         if self._server is None:
             return
         await self.health.enter_graceful_shutdown()
+        if self.data_plane is not None:
+            await self.data_plane.stop()
         await self._server.stop(grace)
         self._server = None
         if self.worker_servicer is not None:

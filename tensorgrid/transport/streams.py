@@ -8,6 +8,7 @@ If the stream breaks (the peer died or restarted), every request waiting on it f
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -17,13 +18,33 @@ import grpc
 from tensorgrid.core import errors
 from tensorgrid.pb import worker_pb2
 from tensorgrid.transport import shm, tensors
+from tensorgrid.transport.frames import FramedCall
 from tensorgrid.transport.status import from_rpc_error
+
+# how long a given-back segment may wait for a request to ride on before it is sent alone
+RELEASE_DELAY_S = 0.05
 
 
 def error_of(status: Any) -> errors.OpError:
     """The OpError a StreamStatus describes."""
     return errors.make_error(status.code, status.message, node_name=status.node or None,
                              op_type=status.op or None, device=status.device or None)
+
+
+def _opener(grpc_call: Callable[[], Any], data_plane: Any, stream: str, task: str,
+            address: str) -> Callable[[], Any]:
+    """Opens the stream over the peer's framed data plane when it has one, else over gRPC."""
+    if data_plane is None:
+        return grpc_call
+
+    async def open_call() -> Any:
+        data_address = await data_plane.get(address)
+        if not data_address:
+            return grpc_call()
+        return FramedCall(data_address, stream, data_plane.token, task,
+                          on_broken=lambda: data_plane.forget(address))
+
+    return open_call
 
 
 class _Stream:
@@ -46,11 +67,14 @@ class _Stream:
     async def write(self, msg: Any) -> None:
         async with self._lock:  # writes on one call must not overlap
             if self._call is None:
-                self._call = self._open_call()
+                call = self._open_call()
+                if inspect.isawaitable(call):
+                    call = await call
+                self._call = call
                 self._reader = asyncio.ensure_future(self._read(self._call))
             try:
                 await self._call.write(msg)
-            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            except (grpc.RpcError, asyncio.InvalidStateError, errors.OpError) as exc:
                 err = self._write_error(exc)
                 self._broken(err)
                 raise err from None
@@ -60,7 +84,7 @@ class _Stream:
             async for msg in call:
                 self._dispatch(msg)
             exc: BaseException | None = None
-        except grpc.RpcError as e:
+        except (grpc.RpcError, errors.OpError) as e:
             exc = e
         except asyncio.CancelledError:
             return
@@ -68,6 +92,9 @@ class _Stream:
             self._broken(self._error(exc))
 
     def _error(self, exc: BaseException | None) -> errors.OpError:
+        if isinstance(exc, errors.OpError):
+            return exc if exc.error_code != errors.CANCELLED else errors.UnavailableError(
+                f"Task {self._peer} ({self._address}) is unavailable: {exc.message}")
         if isinstance(exc, grpc.RpcError):
             return from_rpc_error(exc, self._peer, self._address, self._what)
         return errors.UnavailableError(
@@ -115,15 +142,17 @@ class RunGraphStreamClient:
     """RunGraph to one task over a shared stream."""
 
     def __init__(self, stub_for: Callable[[], Any], task: str, address: str,
-                 metadata: Any = None) -> None:
+                 metadata: Any = None, data_plane: Any = None) -> None:
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._task = task
         # a peer still starting is waited for (the master's health monitor fails the step if it
         # is dead instead), so a cluster whose tasks start in any order needs no retries
-        self._stream = _Stream(lambda: stub_for().RunGraphStream(metadata=metadata,
-                                                                 wait_for_ready=True),
-                               self._on_message, self._fail_all, task, address, "RunGraph")
+        opener = _opener(lambda: stub_for().RunGraphStream(metadata=metadata,
+                                                           wait_for_ready=True),
+                         data_plane, "run", task, address)
+        self._stream = _Stream(opener, self._on_message, self._fail_all, task, address,
+                               "RunGraph")
 
     def _on_message(self, msg: Any) -> None:
         fut = self._pending.pop(msg.request_id, None)
@@ -171,7 +200,7 @@ class RecvTensorStreamClient:
     """RecvTensor from one peer over a shared stream; a request may carry many keys."""
 
     def __init__(self, stub_for: Callable[[], Any], task: str, address: str,
-                 metadata: Any = None) -> None:
+                 metadata: Any = None, data_plane: Any = None) -> None:
         self._pending: dict[int, _Recv] = {}
         self._ids = itertools.count(1)
         # segments the producer lends us (same host): mapped in place, given back when the
@@ -179,9 +208,11 @@ class RecvTensorStreamClient:
         self._mappings = shm.MappingCache()
         self._loop = asyncio.get_running_loop()
         self._to_release: list[Any] = []
-        self._stream = _Stream(lambda: stub_for().RecvTensorStream(metadata=metadata,
-                                                                   wait_for_ready=True),
-                               self._on_message, self._fail_all, task, address, "RecvTensor")
+        opener = _opener(lambda: stub_for().RecvTensorStream(metadata=metadata,
+                                                             wait_for_ready=True),
+                         data_plane, "recv", task, address)
+        self._stream = _Stream(opener, self._on_message, self._fail_all, task, address,
+                               "RecvTensor")
 
     def _on_message(self, msg: Any) -> None:
         entry = self._pending.get(msg.request_id)
@@ -194,21 +225,23 @@ class RecvTensorStreamClient:
                 if not f.done():
                     f.set_exception(err)
             return
-        try:
-            done = entry.assembler.add(msg.chunk)
-        except errors.OpError as exc:
-            self._pending.pop(msg.request_id, None)
-            for f in entry.futures:
-                if not f.done():
-                    f.set_exception(exc)
-            return
-        if done is not None:
-            i, value = done
-            if not entry.futures[i].done():
-                entry.futures[i].set_result(value)
-            entry.remaining -= 1
-            if entry.remaining == 0:
+        for chunk in (msg.chunks if len(msg.chunks) else (msg.chunk,)):
+            try:
+                done = entry.assembler.add(chunk)
+            except errors.OpError as exc:
                 self._pending.pop(msg.request_id, None)
+                for f in entry.futures:
+                    if not f.done():
+                        f.set_exception(exc)
+                return
+            if done is not None:
+                i, value = done
+                if not entry.futures[i].done():
+                    entry.futures[i].set_result(value)
+                entry.remaining -= 1
+                if entry.remaining == 0:
+                    self._pending.pop(msg.request_id, None)
+                    return
 
     def _fail_all(self, err: errors.OpError) -> None:
         pending, self._pending = self._pending, {}
@@ -218,16 +251,22 @@ class RecvTensorStreamClient:
                     f.set_exception(err)
 
     def _release(self, name: str, lease: int) -> None:
-        """A lent segment's array was collected (any thread): give the lease back soon."""
+        """A lent segment's array was collected (any thread): give the lease back with the next
+        request, or after ``RELEASE_DELAY_S`` when none comes."""
         self._to_release.append(worker_pb2.ShmRelease(name=name, lease=lease))
         if len(self._to_release) == 1:
             try:
-                self._loop.call_soon_threadsafe(self._flush_releases)
+                self._loop.call_soon_threadsafe(self._loop.call_later, RELEASE_DELAY_S,
+                                                self._flush_releases)
             except RuntimeError:
                 pass  # the loop is gone: the producer reclaims its lease after a while
 
-    def _flush_releases(self) -> None:
+    def _take_releases(self) -> list[Any]:
         batch, self._to_release = self._to_release, []
+        return batch
+
+    def _flush_releases(self) -> None:
+        batch = self._take_releases()
         if batch:
             self._stream.send_later(worker_pb2.RecvTensorStreamRequest(releases=batch))
 
@@ -247,8 +286,8 @@ class RecvTensorStreamClient:
         for f in futures:
             f.add_done_callback(abandoned)
         try:
-            await self._stream.write(worker_pb2.RecvTensorStreamRequest(request_id=rid,
-                                                                        request=request))
+            await self._stream.write(worker_pb2.RecvTensorStreamRequest(
+                request_id=rid, request=request, releases=self._take_releases()))
         except errors.OpError as exc:
             self._pending.pop(rid, None)
             for f in futures:

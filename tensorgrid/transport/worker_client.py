@@ -5,6 +5,7 @@ turn of the event loop, travels in one RecvTensor call)."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,43 @@ from tensorgrid.transport.status import from_rpc_error, metadata_token
 from tensorgrid.transport.streams import RecvTensorStreamClient, RunGraphStreamClient
 
 
+class DataAddresses:
+    """Where peers' framed data planes listen (from their GetStatus), cached per address.
+
+    Off when ``TENSORGRID_DATA_PLANE=grpc``: every stream then goes over gRPC.
+    """
+
+    def __init__(self, pool: ChannelPool, token: str | None = None,
+                 timeout: float = 10.0) -> None:
+        self._pool = pool
+        self.token = token
+        self._meta = metadata_token(token)
+        self._timeout = timeout
+        self._cache: dict[str, str] = {}
+
+    async def get(self, address: str) -> str:
+        found = self._cache.get(address)
+        if found is not None:
+            return found
+        try:
+            r = await self._pool.worker(address).GetStatus(
+                worker_pb2.GetStatusRequest(), timeout=self._timeout, metadata=self._meta,
+                wait_for_ready=True)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, "", address, "GetStatus") from None
+        self._cache[address] = r.data_address
+        return str(r.data_address)
+
+    def forget(self, address: str) -> None:
+        self._cache.pop(address, None)
+
+
+def data_plane_for(pool: ChannelPool, token: str | None) -> DataAddresses | None:
+    if os.environ.get("TENSORGRID_DATA_PLANE", "tcp").lower() == "grpc":
+        return None
+    return DataAddresses(pool, token)
+
+
 class GrpcTaskClient:
     """The master's handle on one remote task."""
 
@@ -28,6 +66,7 @@ class GrpcTaskClient:
         self.address = address
         self._pool = pool
         self._meta = metadata_token(token)
+        self._data_plane = data_plane_for(pool, token)
         self._run_stream: RunGraphStreamClient | None = None
         self._recv_stream: RecvTensorStreamClient | None = None
         self._host_id = shm.host_id()
@@ -73,7 +112,7 @@ class GrpcTaskClient:
                                          timeout_ms=int(timeout * 1000))
         if self._run_stream is None:
             self._run_stream = RunGraphStreamClient(self._stub, self.task, self.address,
-                                                    self._meta)
+                                                    self._meta, self._data_plane)
         # the task enforces the step deadline itself; waiting here adds a margin so the task's
         # DeadlineExceeded (naming where it stood) arrives first
         r = await self._run_stream.run_graph(req, timeout + 5.0)
@@ -85,13 +124,20 @@ class GrpcTaskClient:
             futures: list[asyncio.Future[Any]] = [loop.create_future() for _ in held]
             if self._recv_stream is None:
                 self._recv_stream = RecvTensorStreamClient(self._stub, self.task, self.address,
-                                                           self._meta)
+                                                           self._meta, self._data_plane)
             await self._recv_stream.request(worker_pb2.RecvTensorRequest(
                 step_id=step_id, keys=[keys[i] for i in held], host_id=self._host_id), futures)
             values = await asyncio.wait_for(asyncio.gather(*futures), timeout + 5.0)
             for i, v in zip(held, values):
                 rets[i] = v
         return rets
+
+    def close(self) -> None:
+        """Close this client's streams (their readers stop)."""
+        for stream in (self._run_stream, self._recv_stream):
+            if stream is not None:
+                stream.close()
+        self._run_stream = self._recv_stream = None
 
     async def abort(self, step_id: int, code: int, message: str, timeout: float) -> None:
         await self._call("Abort", "Abort", worker_pb2.AbortRequest(
@@ -130,6 +176,7 @@ class GrpcRemoteRecv:
         self.host_id = shm.host_id()
         self.calls = 0
         self._streams: dict[str, RecvTensorStreamClient] = {}
+        self._data_plane = data_plane_for(pool, token)
         self._fetching: set[asyncio.Future[None]] = set()
 
     def _address(self, task: str) -> str:
@@ -168,9 +215,16 @@ class GrpcRemoteRecv:
         client = self._streams.get(address)
         if client is None:
             client = self._streams[address] = RecvTensorStreamClient(
-                lambda: self._pool.worker(address), src_task, address, self._meta)
+                lambda: self._pool.worker(address), src_task, address, self._meta,
+                self._data_plane)
         await client.request(worker_pb2.RecvTensorRequest(step_id=step_id, keys=batch.keys,
                                                           host_id=self.host_id), batch.futures)
+
+    def close(self) -> None:
+        """Close the streams to every peer."""
+        for client in self._streams.values():
+            client.close()
+        self._streams.clear()
 
     @staticmethod
     def _fail(futures: Sequence[asyncio.Future[Any]], err: errors.OpError) -> None:

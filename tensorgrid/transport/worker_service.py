@@ -90,6 +90,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self.core = core
         self.host_id = host_id or shm.host_id()
         self._shm = shm.available() and bool(self.host_id)
+        self.data_address = ""  # set when the framed data plane listens
         # segments lent to same-host consumers over the RecvTensor stream
         self.pool: shm.SegmentPool | None = shm.SegmentPool() if self._shm else None
 
@@ -104,7 +105,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             devices=[worker_pb2.DeviceAttributes(name=d["name"], device_type=d["type"])
                      for d in st["devices"]],
             graphs=st["graphs"], live_steps=st["live_steps"], steps_run=st["steps_run"],
-            uptime_s=st["uptime_s"])
+            uptime_s=st["uptime_s"], data_address=self.data_address)
 
     async def RegisterGraph(self, request: Any, context: Any) -> Any:
         try:
@@ -205,14 +206,29 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         async def one(msg: Any) -> None:
             req, rid = msg.request, msg.request_id
             use_shm = self._shm and req.host_id == self.host_id
-            pending = [asyncio.ensure_future(self._recv_one(req.step_id, i, k))
-                       for i, k in enumerate(req.keys)]
+            pending: set[asyncio.Future[tuple[int, Any]]] = {
+                asyncio.ensure_future(self._recv_one(req.step_id, i, k))
+                for i, k in enumerate(req.keys)}
             try:
-                for fut in asyncio.as_completed(pending):
-                    i, value = await fut
-                    for chunk in tensors.encode(i, value, use_shm, self.pool):
+                while pending:
+                    done, pending = await asyncio.wait(pending,
+                                                       return_when=asyncio.FIRST_COMPLETED)
+                    # every tensor ready now goes in one message (a message costs more than its
+                    # bytes); raw-byte streams of big tensors are cut at BATCH_BYTES
+                    batch: list[Any] = []
+                    size = 0
+                    for fut in done:
+                        i, value = fut.result()
+                        for chunk in tensors.encode(i, value, use_shm, self.pool):
+                            batch.append(chunk)
+                            size += len(chunk.data) + chunk.inline.ByteSize()
+                            if size >= tensors.CHUNK_BYTES:
+                                await out.put(worker_pb2.RecvTensorStreamResponse(
+                                    request_id=rid, chunks=batch))
+                                batch, size = [], 0
+                    if batch:
                         await out.put(worker_pb2.RecvTensorStreamResponse(request_id=rid,
-                                                                          chunk=chunk))
+                                                                          chunks=batch))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001

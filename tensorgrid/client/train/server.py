@@ -203,6 +203,7 @@ class Server:
         self._beats = HeartbeatSender(self.worker, self.address, host, interval, [], self.token)
         self._beats.start()
         self._server = TaskServer(_bind_address(self.address), worker=self.worker,
+                                  advertise=self.address,
                                   master=self.master, token=self.token, host_id=host)
         try:
             await self._server.start()
@@ -227,6 +228,12 @@ class Server:
                 beats = getattr(self, "_beats", None)
                 if beats is not None:
                     beats.stop()
+                if self.master is not None:
+                    self.master.close_clients()
+                remote = self.worker.remote
+                if remote is not None and hasattr(remote, "close"):
+                    remote.close()
+                await asyncio.sleep(0)  # let the closed streams' readers finish
                 if self._server is not None:
                     await self._server.stop(1.0)
                 pool = getattr(self, "_pool", None)
