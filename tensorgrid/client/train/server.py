@@ -105,9 +105,18 @@ class Server:
             if len(indices) != 1:
                 raise ValueError("task_index must be given when the job has several tasks")
             task_index = indices[0]
-        from tensorgrid.runtime.threads import limit_blas_threads
+        from tensorgrid.runtime.threads import fair_share, limit_blas_threads
 
-        limit_blas_threads(getattr(config, "intra_op_parallelism_threads", 0) or None)
+        threads = getattr(config, "intra_op_parallelism_threads", 0) or None
+        if threads is None and not os.environ.get("TENSORGRID_BLAS_THREADS"):
+            # tasks of one machine share its cores: BLAS threads that spin on cores another task
+            # needs make everyone slower (a ps and two workers on two cores ran 2.7x slower)
+            here = _host_key(cluster.task_address(job_name, int(task_index)))
+            colocated = sum(1 for j in cluster.jobs for a in cluster.job_tasks(j)
+                            if _host_key(a) == here)
+            if colocated > 1:
+                threads = fair_share(colocated)
+        limit_blas_threads(threads)
         self.cluster_spec = cluster
         self.job_name = job_name
         self.task_index = int(task_index)
@@ -255,6 +264,11 @@ class Server:
         """A one-task cluster on a free loopback port."""
         return Server({"localhost": [f"127.0.0.1:{free_port()}"]}, "localhost", 0,
                       config=config, start=start)
+
+
+def _host_key(address: str) -> str:
+    host = address.rpartition(":")[0].strip("[]").lower()
+    return "loopback" if host in ("localhost", "::1") or host.startswith("127.") else host
 
 
 def _bind_address(address: str) -> str:
