@@ -378,9 +378,13 @@ class MasterCore:
         step_id = step_id or new_step_id()
         loop = asyncio.get_running_loop()
         calls: dict[asyncio.Future[Any], str] = {}
-        for task, handle in reg.handles.items():
+        # remote tasks first: a task of this process runs its partition up to its first wait
+        # before the next call is even written, so it goes last
+        order = sorted(reg.handles, key=lambda t: getattr(self.client(t), "in_process", False))
+        for task in order:
             args = [values[i] for i in reg.args_by_task[task]]
-            fut = asyncio.ensure_future(self.client(task).run_graph(handle, step_id, args, timeout))
+            fut = asyncio.ensure_future(
+                self.client(task).run_graph(reg.handles[task], step_id, args, timeout))
             calls[fut] = task
         failure: asyncio.Future[None] = loop.create_future()
         self._live[step_id] = _LiveStep(set(reg.handles), failure, session)

@@ -18,6 +18,8 @@ from tensorgrid.runtime.worker import WorkerCore
 class InProcessTaskClient:
     """Direct calls to a WorkerCore on the master's event loop."""
 
+    in_process = True
+
     def __init__(self, worker: WorkerCore, host_id: str = "") -> None:
         self.worker = worker
         self.host_id = host_id

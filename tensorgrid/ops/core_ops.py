@@ -124,8 +124,25 @@ def group(*inputs: Any, name: str | None = None) -> Operation:
         if o not in ops:
             ops.append(o)
     g = ops[0].graph if ops else get_default_graph()
+    # as TF1: one NoOp on the device of each group of inputs, so that a group of updates on the
+    # ps completes there instead of sending a control edge to this task and back
+    by_device: dict[str, list[Operation]] = {}
+    for o in ops:
+        by_device.setdefault(o.device, []).append(o)
+    name = name or "group_deps"
     with g.control_dependencies(None):
-        return g.create_op("NoOp", [], {}, name=name or "group_deps", control_inputs=ops)
+        if len(by_device) == 1:
+            (dev, deps), = by_device.items()
+            return _noop_on(g, dev, deps, name)
+        gates = [_noop_on(g, dev, by_device[dev], None) for dev in sorted(by_device)]
+        return g.create_op("NoOp", [], {}, name=name, control_inputs=gates)
+
+
+def _noop_on(g: Any, device: str, deps: list[Operation], name: str | None) -> Operation:
+    if not device:
+        return g.create_op("NoOp", [], {}, name=name or "NoOp", control_inputs=deps)
+    with g.device(device):
+        return g.create_op("NoOp", [], {}, name=name or "NoOp", control_inputs=deps)
 
 
 def tuple_(tensors: Sequence[Any], name: str | None = None,

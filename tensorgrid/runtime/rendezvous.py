@@ -95,6 +95,31 @@ class Rendezvous:
             if not item.done():
                 item.set_result(value)
 
+    def recv_future(self, key: str) -> asyncio.Future[Any]:
+        """The value of ``key`` as a future: done when it was sent already (and then taken),
+        pending until it is; ``forget`` it when giving up on it.
+
+        Raises:
+            the abort error when the step was aborted.
+        """
+        if self._error is not None:
+            raise self._error
+        item = self._table.get(key)
+        if isinstance(item, _Sent):
+            del self._table[key]
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            fut.set_result(item.value)
+            return fut
+        if item is None:
+            item = self._table[key] = asyncio.get_running_loop().create_future()
+        return item
+
+    def forget(self, key: str, fut: asyncio.Future[Any]) -> None:
+        """Give up on a pending ``recv_future``: a later send of ``key`` keeps its value."""
+        if self._table.get(key) is fut:
+            del self._table[key]
+        fut.cancel()
+
     async def recv(self, key: str) -> Any:
         """Wait for, take and return the value of ``key``.
 

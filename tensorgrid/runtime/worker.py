@@ -24,7 +24,7 @@ from tensorgrid.core import errors
 from tensorgrid.core.device import task_of
 from tensorgrid.core.ir import NodeDef
 from tensorgrid.runtime.executor import Executable, LocalDevice, StepContext
-from tensorgrid.runtime.rendezvous import RendezvousMgr, parse_key
+from tensorgrid.runtime.rendezvous import Rendezvous, RendezvousMgr, parse_key
 from tensorgrid.runtime.resources import ResourceMgr
 
 
@@ -200,6 +200,25 @@ class WorkerCore:
             AbortedError: the key names another incarnation of this task (it restarted), or the
                 step was aborted.
         """
+        self._check_key(key)
+        rdv = self.rendezvous.find_or_create(step_id)
+        value = await rdv.recv(key)
+        self.rendezvous.consumed(step_id)
+        return value
+
+    def recv_tensor_future(self, step_id: int, key: str) -> tuple[Rendezvous, asyncio.Future[Any]]:
+        """``recv_tensor`` without a task of its own: the step's rendezvous and a future of the
+        value (done already when it was sent). Call ``rendezvous.consumed(step_id)`` once the
+        value is taken, or ``Rendezvous.forget`` to give up on it.
+
+        Raises:
+            as ``recv_tensor``.
+        """
+        self._check_key(key)
+        rdv = self.rendezvous.find_or_create(step_id)
+        return rdv, rdv.recv_future(key)
+
+    def _check_key(self, key: str) -> None:
         parsed = parse_key(key)
         if task_of(parsed.send_device) != self.task:
             raise errors.InvalidArgumentError(
@@ -208,10 +227,6 @@ class WorkerCore:
             raise errors.AbortedError(
                 f"Task {self.task} was restarted: the step expected incarnation "
                 f"{parsed.incarnation:x}, this is {self.incarnation:x}; recreate the session")
-        rdv = self.rendezvous.find_or_create(step_id)
-        value = await rdv.recv(key)
-        self.rendezvous.consumed(step_id)
-        return value
 
     def abort_step(self, step_id: int, message: str = "",
                    code: int = errors.ABORTED) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -24,11 +25,58 @@ def stream_status(exc: BaseException) -> Any:
                                    device=exc.device or "")
 
 
-def _forget(running: dict[int, Any], rid: int, _task: Any) -> None:
-    running.pop(rid, None)
+class _Outbox:
+    """The answers of a stream's requests, in the order they are put, for the stream's writer.
+
+    A deque and one waiter, so that an answer costs the writer one wake-up (an asyncio.Queue read
+    raced against the end of the stream costs several tasks a message). ``put`` waits while
+    ``maxsize`` answers are queued, so a big tensor streams at the pace of the socket.
+    """
+
+    def __init__(self, maxsize: int = 0) -> None:
+        self._items: deque[Any] = deque()
+        self._maxsize = maxsize
+        self._putters: deque[asyncio.Future[None]] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: Any) -> None:
+        self._items.append(item)
+        self.wake()
+
+    async def put(self, item: Any) -> None:
+        while self._maxsize and len(self._items) >= self._maxsize:
+            fut = asyncio.get_running_loop().create_future()
+            self._putters.append(fut)
+            await fut
+        self.put_nowait(item)
+
+    def wake(self) -> None:
+        """Wake the writer (an answer came, or the stream's state changed)."""
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def take(self) -> Any:
+        item = self._items.popleft()
+        while self._putters:
+            fut = self._putters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                break
+        return item
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    async def wait(self) -> None:
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
 
 
-async def _serve_stream(request_iterator: Any, out: asyncio.Queue[Any],
+async def _serve_stream(request_iterator: Any, out: _Outbox,
                         handle: Callable[[Any], Awaitable[None]],
                         cancellable: bool = False,
                         consume: Callable[[Any], bool] | None = None) -> AsyncIterator[Any]:
@@ -38,9 +86,15 @@ async def _serve_stream(request_iterator: Any, out: asyncio.Queue[Any],
     goes away, the requests still running are cancelled.
     """
     running: dict[int, asyncio.Task[None]] = {}
-    done_reading = asyncio.Event()
+    done_reading = False
+
+    def finished(rid: int, task: asyncio.Task[None]) -> None:
+        if running.get(rid) is task:
+            del running[rid]
+        out.wake()
 
     async def reader() -> None:
+        nonlocal done_reading
         try:
             async for msg in request_iterator:
                 if consume is not None and consume(msg):
@@ -53,32 +107,22 @@ async def _serve_stream(request_iterator: Any, out: asyncio.Queue[Any],
                 rid = msg.request_id
                 task = asyncio.ensure_future(handle(msg))
                 running[rid] = task
-                task.add_done_callback(functools.partial(_forget, running, rid))
+                task.add_done_callback(functools.partial(finished, rid))
         finally:
-            done_reading.set()
+            done_reading = True
+            out.wake()
 
     read_task = asyncio.ensure_future(reader())
-    getter: asyncio.Future[Any] | None = None
     try:
         while True:
-            if done_reading.is_set() and not running and out.empty():
+            if len(out):
+                yield out.take()
+                continue
+            if done_reading and not running:
                 break
-            getter = asyncio.ensure_future(out.get())
-            # keep draining the queue while waiting: handlers may block on a full queue
-            other: asyncio.Future[Any] = asyncio.ensure_future(
-                done_reading.wait() if not done_reading.is_set()
-                else asyncio.wait(list(running.values())) if running else asyncio.sleep(0))
-            done, _ = await asyncio.wait({getter, other}, return_when=asyncio.FIRST_COMPLETED)
-            if other not in done:
-                other.cancel()
-            if getter in done:
-                yield getter.result()
-            else:
-                getter.cancel()
+            await out.wait()
     finally:
         read_task.cancel()
-        if getter is not None:
-            getter.cancel()
         for task in list(running.values()):
             task.cancel()
 
@@ -180,7 +224,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     # ------------------------------------------------------------------ the streamed hot path
     async def RunGraphStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         """Many RunGraph calls over one stream; answers may come back out of order."""
-        out: asyncio.Queue[Any] = asyncio.Queue()
+        out = _Outbox()
 
         async def one(msg: Any) -> None:
             req = msg.request
@@ -201,24 +245,52 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     async def RecvTensorStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         """Many RecvTensor calls over one stream; chunks carry their request's id."""
         # bounded, so a big tensor streams at the pace of the socket instead of piling up
-        out: asyncio.Queue[Any] = asyncio.Queue(maxsize=8)
+        out = _Outbox(maxsize=8)
 
         async def one(msg: Any) -> None:
             req, rid = msg.request, msg.request_id
             use_shm = self._shm and req.host_id == self.host_id
-            pending: set[asyncio.Future[tuple[int, Any]]] = {
-                asyncio.ensure_future(self._recv_one(req.step_id, i, k))
-                for i, k in enumerate(req.keys)}
+            # the rendezvous' own futures, no task a key: a value sent already is answered at
+            # once, a later one from its send's callback (every wake-up costs here)
+            rdv: Any = None
+            futs: list[asyncio.Future[Any]] = []
+            callbacks: list[Callable[[asyncio.Future[Any]], None]] = []
+            ready: list[int] = []
+            wake: list[asyncio.Future[None] | None] = [None]
+
+            def arrived(i: int, _f: asyncio.Future[Any]) -> None:
+                ready.append(i)
+                w = wake[0]
+                if w is not None and not w.done():
+                    w.set_result(None)
+
             try:
-                while pending:
-                    done, pending = await asyncio.wait(pending,
-                                                       return_when=asyncio.FIRST_COMPLETED)
+                for i, key in enumerate(req.keys):
+                    rdv, fut = self.core.recv_tensor_future(req.step_id, key)
+                    futs.append(fut)
+                    callbacks.append(functools.partial(arrived, i))
+                    if fut.done():
+                        ready.append(i)
+                    else:
+                        fut.add_done_callback(callbacks[i])
+                remaining = len(futs)
+                while remaining:
+                    if not ready:
+                        woken = wake[0] = asyncio.get_running_loop().create_future()
+                        try:
+                            await woken
+                        finally:
+                            wake[0] = None
                     # every tensor ready now goes in one message (a message costs more than its
-                    # bytes); raw-byte streams of big tensors are cut at BATCH_BYTES
+                    # bytes); raw-byte streams of big tensors are cut at CHUNK_BYTES
+                    now = list(ready)
+                    ready.clear()
+                    remaining -= len(now)
                     batch: list[Any] = []
                     size = 0
-                    for fut in done:
-                        i, value = fut.result()
+                    for i in now:
+                        value = futs[i].result()
+                        self.core.rendezvous.consumed(req.step_id)
                         for chunk in tensors.encode(i, value, use_shm, self.pool):
                             batch.append(chunk)
                             size += len(chunk.data) + chunk.inline.ByteSize()
@@ -235,8 +307,12 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 await out.put(worker_pb2.RecvTensorStreamResponse(request_id=rid,
                                                                   status=stream_status(exc)))
             finally:
-                for p in pending:
-                    p.cancel()
+                for i, fut in enumerate(futs):
+                    if not fut.done():
+                        fut.remove_done_callback(callbacks[i])
+                        rdv.forget(req.keys[i], fut)
+                    elif not fut.cancelled():
+                        fut.exception()  # seen: the answer carried the first failure
 
         def releases(msg: Any) -> bool:
             """Give back the segments a message returns; True when that is all it carries."""
@@ -248,9 +324,6 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         async for answer in _serve_stream(request_iterator, out, one, cancellable=True,
                                           consume=releases):
             yield answer
-
-    async def _recv_one(self, step_id: int, i: int, key: str) -> tuple[int, Any]:
-        return i, await self.core.recv_tensor(step_id, key)
 
     async def CleanupGraph(self, request: Any, context: Any) -> Any:
         self.core.rendezvous.step_done(request.step_id)

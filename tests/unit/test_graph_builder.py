@@ -384,6 +384,34 @@ def test_identity_no_op_group_stop_gradient() -> None:
         assert sess.run(g) is None
 
 
+def test_group_gates_on_the_device_of_its_inputs() -> None:
+    """As TF1: the NoOp of a group sits with its inputs (updates on the ps finish there instead of
+    sending a control edge to the worker and back); inputs on several devices get a NoOp each."""
+    cluster = tf.train.ClusterSpec({"ps": ["h:1", "h:2"], "worker": ["h:3"]})
+    with tf.device(tf.train.replica_device_setter(cluster=cluster,
+                                                  worker_device="/job:worker/task:0")):
+        step = tf.train.get_or_create_global_step()
+        w = tf.Variable(1.0, name="w")
+        loss = w * w
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+        v = tf.Variable(2.0, name="v")  # the ps tasks are taken in turn
+        with tf.device(w.device):
+            on_w = tf.identity(w)
+        with tf.device(v.device):
+            on_v = tf.identity(v)
+        both = tf.group(on_w, on_v, name="both")
+        local = tf.group(tf.identity(loss), name="local")
+    assert w.device != v.device
+    update = tf.get_default_graph().get_operation_by_name("GradientDescent/update")
+    assert update.type == "NoOp" and update.device == w.device
+    assert train.device == step.device
+    assert both.device == "/job:worker/task:0"
+    gates = both.control_inputs
+    assert sorted(op.device for op in gates) == sorted([w.device, v.device])
+    assert all(op.type == "NoOp" and len(op.control_inputs) == 1 for op in gates)
+    assert local.device == "/job:worker/task:0"
+
+
 def test_operator_overloads() -> None:
     a = tf.constant([[1.0, 2.0], [3.0, 4.0]])
     with tf.Session() as sess:
