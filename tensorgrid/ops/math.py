@@ -286,21 +286,23 @@ def _cast(ctx: InferContext) -> Sequence[TensorSpec]:
 # ------------------------------------------------------------------------------ python API
 
 
-def _binary(op_type: str, default_name: str) -> Callable[..., Tensor]:
+def _binary(op_type: str, default_name: str, doc: str = "") -> Callable[..., Tensor]:
     def fn(x: Any, y: Any, name: str | None = None) -> Tensor:
         xt, yt = binary_inputs(x, y)
         return make_op(op_type, [xt, yt], {"T": xt.dtype}, name=name or default_name)  # type: ignore[no-any-return]
 
     fn.__name__ = default_name
+    fn.__doc__ = doc or None
     return fn
 
 
-def _unary(op_type: str) -> Callable[..., Tensor]:
+def _unary(op_type: str, doc: str = "") -> Callable[..., Tensor]:
     def fn(x: Any, name: str | None = None) -> Tensor:
         t = convert_to_tensor(x)
         return make_op(op_type, [t], {"T": t.dtype}, name=name or op_type)  # type: ignore[no-any-return]
 
     fn.__name__ = op_type
+    fn.__doc__ = doc or None
     return fn
 
 
@@ -381,18 +383,14 @@ def floormod(x: Any, y: Any, name: str | None = None) -> Tensor:
 
 
 mod = floormod
-truncatediv = _binary("TruncateDiv", "TruncateDiv")
-truncatediv.__doc__ = "x / y rounded toward zero (C semantics)."
-truncatemod = _binary("TruncateMod", "TruncateMod")
-truncatemod.__doc__ = "The remainder with the sign of x: x - truncatediv(x, y) * y (C fmod)."
-pow = _binary("Pow", "Pow")
-pow.__doc__ = "x ** y elementwise (integers to negative powers fail at run time)."
-maximum = _binary("Maximum", "Maximum")
-maximum.__doc__ = "max(x, y) elementwise with broadcasting."
-minimum = _binary("Minimum", "Minimum")
-minimum.__doc__ = "min(x, y) elementwise with broadcasting."
-squared_difference = _binary("SquaredDifference", "SquaredDifference")
-squared_difference.__doc__ = "(x - y) ** 2 elementwise with broadcasting."
+truncatediv = _binary("TruncateDiv", "TruncateDiv", "x / y rounded toward zero (C semantics).")
+truncatemod = _binary("TruncateMod", "TruncateMod",
+                      "The remainder with the sign of x: x - truncatediv(x, y) * y (C fmod).")
+pow = _binary("Pow", "Pow", "x ** y elementwise (integers to negative powers fail at run time).")
+maximum = _binary("Maximum", "Maximum", "max(x, y) elementwise with broadcasting.")
+minimum = _binary("Minimum", "Minimum", "min(x, y) elementwise with broadcasting.")
+squared_difference = _binary("SquaredDifference", "SquaredDifference",
+                             "(x - y) ** 2 elementwise with broadcasting.")
 
 
 def scalar_mul(scalar: Any, x: Any, name: str | None = None) -> Tensor:
@@ -433,46 +431,26 @@ def accumulate_n(inputs: Sequence[Any], shape: Any = None, tensor_dtype: Any = N
     return add_n(ts, name=name)
 
 
-negative = _unary("Neg")
-negative.__doc__ = "-x elementwise."
-sign = _unary("Sign")
-sign.__doc__ = "-1, 0 or 1 by the sign of each element (x / |x| for complex)."
-square = _unary("Square")
-square.__doc__ = "x * x elementwise."
-sqrt = _unary("Sqrt")
-sqrt.__doc__ = "The square root elementwise."
-rsqrt = _unary("Rsqrt")
-rsqrt.__doc__ = "1 / sqrt(x) elementwise."
-exp = _unary("Exp")
-exp.__doc__ = "e ** x elementwise."
-log = _unary("Log")
-log.__doc__ = "The natural logarithm elementwise."
-log1p = _unary("Log1p")
-log1p.__doc__ = "log(1 + x) elementwise, accurate for small x."
-sin = _unary("Sin")
-sin.__doc__ = "The sine elementwise."
-cos = _unary("Cos")
-cos.__doc__ = "The cosine elementwise."
-tanh = _unary("Tanh")
-tanh.__doc__ = "The hyperbolic tangent elementwise."
-sigmoid = _unary("Sigmoid")
-sigmoid.__doc__ = "1 / (1 + exp(-x)) elementwise."
-reciprocal = _unary("Reciprocal")
-reciprocal.__doc__ = "1 / x elementwise."
-floor = _unary("Floor")
-floor.__doc__ = "The largest integer not greater than x, elementwise (floating types)."
-ceil = _unary("Ceil")
-ceil.__doc__ = "The smallest integer not less than x, elementwise (floating types)."
-round = _unary("Round")
-round.__doc__ = "Round half to even, elementwise (integers unchanged)."
-is_finite = _unary("IsFinite")
-is_finite.__doc__ = "True where x is neither inf nor nan."
-is_nan = _unary("IsNan")
-is_nan.__doc__ = "True where x is nan."
-is_inf = _unary("IsInf")
-is_inf.__doc__ = "True where x is +inf or -inf."
-logical_not = _unary("LogicalNot")
-logical_not.__doc__ = "not x elementwise (bool)."
+negative = _unary("Neg", "-x elementwise.")
+sign = _unary("Sign", "-1, 0 or 1 by the sign of each element (x / |x| for complex).")
+square = _unary("Square", "x * x elementwise.")
+sqrt = _unary("Sqrt", "The square root elementwise.")
+rsqrt = _unary("Rsqrt", "1 / sqrt(x) elementwise.")
+exp = _unary("Exp", "e ** x elementwise.")
+log = _unary("Log", "The natural logarithm elementwise.")
+log1p = _unary("Log1p", "log(1 + x) elementwise, accurate for small x.")
+sin = _unary("Sin", "The sine elementwise.")
+cos = _unary("Cos", "The cosine elementwise.")
+tanh = _unary("Tanh", "The hyperbolic tangent elementwise.")
+sigmoid = _unary("Sigmoid", "1 / (1 + exp(-x)) elementwise.")
+reciprocal = _unary("Reciprocal", "1 / x elementwise.")
+floor = _unary("Floor", "The largest integer not greater than x, elementwise (floating types).")
+ceil = _unary("Ceil", "The smallest integer not less than x, elementwise (floating types).")
+round = _unary("Round", "Round half to even, elementwise (integers unchanged).")
+is_finite = _unary("IsFinite", "True where x is neither inf nor nan.")
+is_nan = _unary("IsNan", "True where x is nan.")
+is_inf = _unary("IsInf", "True where x is +inf or -inf.")
+logical_not = _unary("LogicalNot", "not x elementwise (bool).")
 
 
 def abs(x: Any, name: str | None = None) -> Tensor:
@@ -489,22 +467,15 @@ def conj(x: Any, name: str | None = None) -> Tensor:
     return make_op("Conj", [t], {"T": t.dtype}, name=name or "Conj")  # type: ignore[no-any-return]
 
 
-equal = _binary("Equal", "Equal")
-equal.__doc__ = "x == y elementwise (bool), for every value type including strings."
-not_equal = _binary("NotEqual", "NotEqual")
-not_equal.__doc__ = "x != y elementwise (bool)."
-less = _binary("Less", "Less")
-less.__doc__ = "x < y elementwise (bool)."
-less_equal = _binary("LessEqual", "LessEqual")
-less_equal.__doc__ = "x <= y elementwise (bool)."
-greater = _binary("Greater", "Greater")
-greater.__doc__ = "x > y elementwise (bool)."
-greater_equal = _binary("GreaterEqual", "GreaterEqual")
-greater_equal.__doc__ = "x >= y elementwise (bool)."
-logical_and = _binary("LogicalAnd", "LogicalAnd")
-logical_and.__doc__ = "x and y elementwise (bool)."
-logical_or = _binary("LogicalOr", "LogicalOr")
-logical_or.__doc__ = "x or y elementwise (bool)."
+equal = _binary("Equal", "Equal",
+                "x == y elementwise (bool), for every value type including strings.")
+not_equal = _binary("NotEqual", "NotEqual", "x != y elementwise (bool).")
+less = _binary("Less", "Less", "x < y elementwise (bool).")
+less_equal = _binary("LessEqual", "LessEqual", "x <= y elementwise (bool).")
+greater = _binary("Greater", "Greater", "x > y elementwise (bool).")
+greater_equal = _binary("GreaterEqual", "GreaterEqual", "x >= y elementwise (bool).")
+logical_and = _binary("LogicalAnd", "LogicalAnd", "x and y elementwise (bool).")
+logical_or = _binary("LogicalOr", "LogicalOr", "x or y elementwise (bool).")
 
 
 def logical_xor(x: Any, y: Any, name: str = "LogicalXor") -> Tensor:
