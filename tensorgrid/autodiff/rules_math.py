@@ -24,7 +24,8 @@ from tensorgrid.core.registry import GradientFn, not_differentiable
 from tensorgrid.core.registry import register_gradient as _register
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.framework.convert import constant, make_op
-from tensorgrid.framework.graph import Operation, Tensor, constant_value
+from tensorgrid.framework.graph import Operation, Tensor
+from tensorgrid.framework.tensor_util import constant_value
 from tensorgrid.ops import array as array_ops
 from tensorgrid.ops import math as m
 

@@ -12,7 +12,8 @@ from typing import Any
 from tensorgrid import nn
 from tensorgrid.core.registry import not_differentiable, register_gradient
 from tensorgrid.framework.convert import convert_to_tensor, make_op
-from tensorgrid.framework.graph import Operation, Tensor, constant_value
+from tensorgrid.framework.graph import Operation, Tensor
+from tensorgrid.framework.tensor_util import constant_value
 from tensorgrid.ops import array as array_ops
 from tensorgrid.ops import math as math_ops
 

@@ -14,13 +14,12 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from tensorgrid.core import device as devlib
 from tensorgrid.core import dtypes, errors, registry
 from tensorgrid.core.ir import GraphDef, NodeDef, parse_input
 from tensorgrid.core.registry import InferContext, TensorSpec
 from tensorgrid.core.shapes import TensorShape, as_shape
+from tensorgrid.framework.tensor_util import constant_value
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
 
@@ -609,39 +608,6 @@ class Graph:
         # the NodeDef built here is final (devices and colocation are applied before inference);
         # a later _set_device/_set_attr/_add_control_input drops it
         return opdef.infer(ctx)
-
-
-# ------------------------------------------------------------------------------ static values
-
-
-def constant_value(tensor: Tensor) -> np.ndarray | None:
-    """The value of a tensor when it is known while building (constants and simple shape math)."""
-    op = tensor.op
-    t = op.type
-    if t == "Const":
-        return op._attrs["value"]
-    if t == "Identity" or t == "StopGradient":
-        return constant_value(op.inputs[0])
-    if t == "Shape":
-        shape = op.inputs[0].shape
-        if shape.is_fully_defined():
-            return np.array(shape.as_list(), dtype=op._attrs.get("out_type", dtypes.int32).np)
-        return None
-    if t == "Size":
-        n = op.inputs[0].shape.num_elements()
-        return None if n is None else np.array(n, dtype=op._attrs.get("out_type", dtypes.int32).np)
-    if t == "Rank":
-        r = op.inputs[0].shape.rank
-        return None if r is None else np.array(r, dtype=np.int32)
-    if t == "Pack":
-        vals = [constant_value(i) for i in op.inputs]
-        if any(v is None for v in vals):
-            return None
-        return np.stack(vals, axis=op._attrs.get("axis", 0))  # type: ignore[arg-type]
-    if t == "Cast":
-        v = constant_value(op.inputs[0])
-        return None if v is None else v.astype(op._attrs["DstT"].np)
-    return None
 
 
 # ------------------------------------------------------------------------------ default graph

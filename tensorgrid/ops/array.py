@@ -20,7 +20,8 @@ from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.framework.convert import convert_to_tensor, make_op
-from tensorgrid.framework.graph import Graph, Tensor, constant_value, get_default_graph
+from tensorgrid.framework.graph import Graph, Tensor, get_default_graph
+from tensorgrid.framework.tensor_util import constant_value
 from tensorgrid.ops._infer import const_ints, normalize_axis, spec
 
 __all__ = [

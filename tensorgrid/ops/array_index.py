@@ -17,7 +17,8 @@ from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.framework.convert import constant, convert_to_tensor, make_op
-from tensorgrid.framework.graph import Tensor, constant_value
+from tensorgrid.framework.graph import Tensor
+from tensorgrid.framework.tensor_util import constant_value
 from tensorgrid.ops import array as _array
 from tensorgrid.ops._infer import const_ints, is_numeric, spec
 from tensorgrid.ops.array import (

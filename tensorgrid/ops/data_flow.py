@@ -302,7 +302,7 @@ class QueueBase:
         outs = make_op("QueueDequeueManyV2", [self._queue_ref, n_t],
                        {"component_types": list(self._dtypes)},
                        name=name or f"{self._name}_DequeueMany")
-        from tensorgrid.framework.graph import constant_value
+        from tensorgrid.framework.tensor_util import constant_value
 
         nv = constant_value(n_t)
         return self._result(outs, TensorShape([None if nv is None else int(nv)]))

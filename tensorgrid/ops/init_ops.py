@@ -16,7 +16,8 @@ import numpy as np
 from tensorgrid.core import dtypes, registry
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.framework.convert import constant, convert_to_tensor, make_op
-from tensorgrid.framework.graph import Tensor, constant_value
+from tensorgrid.framework.graph import Tensor
+from tensorgrid.framework.tensor_util import constant_value
 
 __all__ = [
     "zeros_initializer", "ones_initializer", "constant_initializer", "random_normal_initializer",
