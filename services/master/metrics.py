@@ -31,6 +31,9 @@ class _CoreCollector(Collector):
                                   value=core.counters["steps"])
         yield CounterMetricFamily("tensorgrid_failed_steps", "Steps that failed",
                                   value=core.counters["failed_steps"])
+        yield CounterMetricFamily("tensorgrid_timed_out_steps",
+                                  "Steps that ended when an op's own wait ran out of time (polls)",
+                                  value=core.counters["timed_out_steps"])
         yield CounterMetricFamily("tensorgrid_steps_aborted_by_health",
                                   "Steps failed because a task stopped answering",
                                   value=core.counters["aborted_by_health"])

@@ -520,6 +520,7 @@ def _take_gradient(ctx: KernelContext) -> AsyncKernel:
 @kernel("AccumulatorWaitForGradients", HOST)
 def _wait_for_gradients(ctx: KernelContext) -> AsyncKernel:
     timeout_ms = int(ctx.attr("timeout_ms"))
+    fail = bool(ctx.attr("fail_on_timeout"))
 
     async def run(step: Any, handle: Any, num_required: Any) -> Any:
         acc = _handle(ctx, handle, ConditionalAccumulator)
@@ -529,6 +530,10 @@ def _wait_for_gradients(ctx: KernelContext) -> AsyncKernel:
             return np.int32(await asyncio.wait_for(acc.wait_for(int(num_required)),
                                                    timeout_ms / 1000.0))
         except TimeoutError:
+            if fail:
+                raise ctx.error(errors.DeadlineExceededError,
+                                f"{acc.num_accumulated} of {int(num_required)} gradients in "
+                                f"accumulator '{acc.name}' after {timeout_ms} ms") from None
             return np.int32(acc.num_accumulated)  # fewer than asked: the caller tries again
 
     return AsyncKernel(run)

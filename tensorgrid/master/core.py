@@ -28,6 +28,7 @@ from tensorgrid.master.session import (
     RegisteredPlan,
     SessionOptions,
     TaskClient,
+    gave_up_waiting,
     new_step_id,
 )
 
@@ -90,8 +91,8 @@ class MasterCore:
         self._live: dict[int, _LiveStep] = {}
         self._background: set[asyncio.Future[None]] = set()  # aborts sent to dead tasks
         self._log = logger or (lambda msg: print(msg, file=sys.stderr))
-        self.counters = {"steps": 0, "failed_steps": 0, "aborted_by_health": 0,
-                         "sessions_restored": 0}
+        self.counters = {"steps": 0, "failed_steps": 0, "timed_out_steps": 0,
+                         "aborted_by_health": 0, "sessions_restored": 0}
         self.store: SessionStore | None = None
         # this master's MasterService address, when it serves one: tasks it registers graphs on
         # send their heartbeats there
@@ -391,8 +392,8 @@ class MasterCore:
         self.counters["steps"] += 1
         try:
             results = await self._gather(step_id, calls, failure)
-        except errors.OpError:
-            self.counters["failed_steps"] += 1
+        except errors.OpError as exc:
+            self.counters["timed_out_steps" if gave_up_waiting(exc) else "failed_steps"] += 1
             raise
         finally:
             self._live.pop(step_id, None)
@@ -500,3 +501,4 @@ def _root_cause(current: errors.OpError | None, new: errors.OpError) -> errors.O
     if current is None or (_is_secondary(current) and not _is_secondary(new)):
         return new
     return current
+

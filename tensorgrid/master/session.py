@@ -82,7 +82,7 @@ class MasterSession:
         self.version = 0
         self.plans: dict[tuple[Any, ...], RegisteredPlan] = {}
         self.stats = {"plan_cache_hits": 0, "plan_cache_misses": 0, "steps": 0,
-                      "failed_steps": 0, "registrations": 0}
+                      "failed_steps": 0, "timed_out_steps": 0, "registrations": 0}
         self.created = time.time()
         self.last_used = time.time()
         self.last_plan: Plan | None = None
@@ -177,7 +177,7 @@ class MasterSession:
         try:
             results = await self.core.run_partitions(reg, values, deadline, step_id, self.handle)
         except errors.OpError as exc:
-            self.stats["failed_steps"] += 1
+            self.stats["timed_out_steps" if gave_up_waiting(exc) else "failed_steps"] += 1
             if exc.error_code in (errors.UNAVAILABLE, errors.ABORTED, errors.NOT_FOUND):
                 self.invalidate_plans()  # registrations may be void after a restart
                 if exc.error_code == errors.NOT_FOUND and "not registered" in exc.message:
@@ -248,3 +248,9 @@ def _with_incarnations(nodes: Sequence[NodeDef], core: MasterCore) -> list[NodeD
 
 def new_step_id() -> int:
     return secrets.randbits(62) + 1
+
+
+def gave_up_waiting(exc: errors.OpError) -> bool:
+    """Whether a step ended because an op's own wait ran out of the time it was given (a poll,
+    such as the sync-replicas update's wait for gradients), which is not a failure."""
+    return exc.error_code == errors.DEADLINE_EXCEEDED and bool(exc.node_name)

@@ -13,8 +13,9 @@ nothing, when its step is cancelled or aborted (deadline, failure elsewhere).
 
 ``AccumulatorWaitForGradients`` is a tensorgrid extension (TensorFlow has no such op): it waits like
 ``AccumulatorTakeGradient`` but takes nothing, at most ``timeout_ms`` (-1: no limit), and returns how
-many gradients are in; a caller can take once that count shows the take cannot block
-(``SyncReplicasOptimizer``'s chief runner does this).
+many gradients are in. With ``fail_on_timeout`` it fails with ``DeadlineExceededError`` when the time
+is up instead, so takes that depend on it run only when none of them can block
+(``SyncReplicasOptimizer``'s update does this).
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ def _take_gradient(ctx: InferContext) -> Sequence[TensorSpec]:
     return [spec(ctx.attr("dtype"), TensorShape(None))]
 
 
-@op("AccumulatorWaitForGradients", stateful=True, ref_inputs=(0,), defaults={"timeout_ms": -1})
+@op("AccumulatorWaitForGradients", stateful=True, ref_inputs=(0,),
+    defaults={"timeout_ms": -1, "fail_on_timeout": False})
 def _wait_for_gradients(ctx: InferContext) -> Sequence[TensorSpec]:
     ctx.expect_inputs(2)
     _expect_handle(ctx)
@@ -422,12 +424,14 @@ class ConditionalAccumulator:
         return out
 
     def wait_for_grads(self, num_required: Any, timeout_ms: int = -1,
-                       name: str | None = None) -> Tensor:
+                       fail_on_timeout: bool = False, name: str | None = None) -> Tensor:
         """(tensorgrid) Wait until at least ``num_required`` gradients are in, or ``timeout_ms``
-        passed (-1: no limit); take nothing; return how many there are (int32)."""
+        passed (-1: no limit); take nothing; return how many there are (int32). With
+        ``fail_on_timeout``, the time running out fails the step (``DeadlineExceededError``)."""
         n = convert_to_tensor(num_required, dtype=dtypes.int32, name="num_required")
         return make_op("AccumulatorWaitForGradients",  # type: ignore[no-any-return]
-                       [self._accumulator_ref, n], {"timeout_ms": int(timeout_ms)},
+                       [self._accumulator_ref, n],
+                       {"timeout_ms": int(timeout_ms), "fail_on_timeout": bool(fail_on_timeout)},
                        name=name or "AccumulatorWaitForGradients")
 
     def num_accumulated(self, name: str | None = None) -> Tensor:

@@ -314,3 +314,26 @@ def test_python_m_services_master(tasks):
         assert proc.wait(STOP_TIMEOUT) in (0, -signal.SIGTERM)
     finally:
         stop_process(proc)
+
+
+def test_an_op_that_gives_up_waiting_counts_as_timed_out_not_failed(master):
+    from tensorgrid.ops.data_flow import ConditionalAccumulator
+
+    def counters() -> dict[str, float]:
+        text = master.http.get("/metrics").text
+        return {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+                if line and not line.startswith("#")}
+
+    with tf.device("/job:ps/task:0"):
+        acc = ConditionalAccumulator(tf.float32, shape=[2], shared_name="metrics_poll")
+        wait = acc.wait_for_grads(1, timeout_ms=50, fail_on_timeout=True, name="metrics_poll")
+    with tf.Session(master.url) as sess:
+        before = counters()
+        with pytest.raises(tf.errors.DeadlineExceededError, match="0 of 1 gradients"):
+            sess.run(wait)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            sess.run(wait, {wait.op.inputs[1]: np.int32(0)})  # a real failure
+        after = counters()
+    assert after["tensorgrid_timed_out_steps_total"] - before["tensorgrid_timed_out_steps_total"] == 1
+    assert after["tensorgrid_failed_steps_total"] - before["tensorgrid_failed_steps_total"] == 1
+

@@ -293,6 +293,22 @@ def test_take_in_one_thread_waits_for_gradients_from_another() -> None:
         assert time.monotonic() - t0 < 5.0
 
 
+def test_a_wait_told_to_fail_on_timeout_fails_the_step_taking_nothing() -> None:
+    acc, apply, grad, step = _accumulator()
+    wait = acc.wait_for_grads(2, timeout_ms=50, fail_on_timeout=True, name="poll")
+    with tf.control_dependencies([wait]):
+        take = acc.take_grad(2)
+    with tf.Session() as s:
+        s.run(apply, {grad: [1.0, 0.0], step: 0})
+        with pytest.raises(errors.DeadlineExceededError, match="1 of 2 gradients") as info:
+            s.run(take)
+        assert info.value.node_name == "poll"
+        assert info.value.op_type == "AccumulatorWaitForGradients"
+        assert s.run(acc.num_accumulated()) == 1  # the take never ran
+        s.run(apply, {grad: [3.0, 0.0], step: 0})
+        np.testing.assert_allclose(s.run(take), [2.0, 0.0])
+
+
 def test_every_data_flow_op_is_declared_not_differentiable() -> None:
     from tensorgrid.core import registry
 

@@ -24,12 +24,13 @@ What ``apply_gradients`` builds:
   ``get_init_tokens_op()`` (the first tokens, so replicas can start).
 
 The chief runs the update op in a loop in a background thread (``get_chief_queue_runner()``; the
-hook starts it after the session is created and stops it in ``end``). Each iteration first waits,
-at most ``POLL_MS``, until every accumulator holds enough gradients (``AccumulatorWaitForGradients``,
-which takes nothing), and only then runs the update op, whose takes cannot block. A stop request
-therefore never interrupts an update half-way, which would lose the aggregate of the accumulators
-already taken and stall the replicas (TensorFlow relies on closing the session to cancel a blocked
-take instead).
+hook starts it after the session is created and stops it in ``end``). In the update op, the takes
+depend on one ``AccumulatorWaitForGradients`` per accumulator, which waits (taking nothing) until
+it holds enough gradients and fails the run when ``POLL_MS`` pass first: the takes run only when
+none of them can block, and a run that gives up has taken nothing. A stop request therefore never
+interrupts an update half-way, which would lose the aggregate of the accumulators already taken
+and stall the replicas (TensorFlow relies on closing the session to cancel a blocked take
+instead), and an update costs one run, as in TensorFlow.
 
 Lowering ``replicas_to_aggregate`` at run time (e.g. to go on with the replicas that are still
 alive): the takes' ``num_required`` is the tensor ``opt.replicas_to_aggregate_tensor`` (a
@@ -53,7 +54,7 @@ import numpy as np
 from tensorgrid.client.train.coordinator import Coordinator, QueueRunner
 from tensorgrid.client.train.hooks import SessionRunHook
 from tensorgrid.client.train.optimizer import Optimizer
-from tensorgrid.core import dtypes
+from tensorgrid.core import dtypes, errors
 from tensorgrid.framework.graph import GraphKeys, Operation, Tensor
 from tensorgrid.framework.variables import (
     Variable,
@@ -166,17 +167,29 @@ class SyncReplicasOptimizer(Optimizer):
                     self._num_required = placeholder_with_default(
                         np.int32(self._replicas_to_aggregate), shape=[],
                         name="replicas_to_aggregate")
+                waits = []
                 for grad, var in pairs:
                     var_list.append(var)
                     with graph.device(var.device):
                         if grad is None:
-                            aggregated.append(None)
                             continue
                         accum = ConditionalAccumulator(grad.dtype, shape=var.shape,
                                                        shared_name=var.name + "/grad_accum")
                         train_ops.append(accum.apply_grad(grad, local_step=self._local_step))
-                        aggregated.append(accum.take_grad(self._num_required))
+                        waits.append(accum.wait_for_grads(self._num_required, timeout_ms=POLL_MS,
+                                                          fail_on_timeout=True))
                         self._accumulator_list.append((accum, var.device))
+                # no take starts before every accumulator holds enough, so none can block and
+                # a step that fails (a wait ran out of time) has taken nothing
+                accums = iter(self._accumulator_list)
+                with graph.control_dependencies(waits):
+                    for grad, _ in pairs:
+                        if grad is None:
+                            aggregated.append(None)
+                            continue
+                        accum, dev = next(accums)
+                        with graph.device(dev):
+                            aggregated.append(accum.take_grad(self._num_required))
 
                 with graph.device(step_device), graph.name_scope(None):
                     update_op = self._opt.apply_gradients(list(zip(aggregated, var_list)),
@@ -200,15 +213,9 @@ class SyncReplicasOptimizer(Optimizer):
                     if self._variable_averages is not None:
                         with graph.control_dependencies([sync_op]):
                             sync_op = self._variable_averages.apply(self._variables_to_average)
-                waits = []
-                for accum, dev in self._accumulator_list:
-                    with graph.device(dev):
-                        waits.append(accum.wait_for_grads(self._num_required,
-                                                          timeout_ms=POLL_MS))
                 with graph.device(step_device):  # the runner's close ops, with its queue
                     self._chief_queue_runner = _ChiefQueueRunner(
-                        dummy_queue, sync_op, waits, self._num_required,
-                        self._replicas_to_aggregate)
+                        dummy_queue, sync_op, self._num_required, self._replicas_to_aggregate)
 
                 for accum, dev in self._accumulator_list:
                     with graph.device(dev):
@@ -304,8 +311,9 @@ class SyncReplicasOptimizer(Optimizer):
 
 
 class _ChiefQueueRunner(QueueRunner):
-    """Runs the update op in a loop: wait (at most ``POLL_MS``) until every accumulator holds
-    ``replicas_to_aggregate`` gradients, then update. A stop request is seen within ``POLL_MS``.
+    """Runs the update op in a loop. Its waits give up after ``POLL_MS`` when an accumulator lacks
+    ``replicas_to_aggregate`` gradients, failing that run before anything is taken: the loop then
+    sees a stop request, or a lowered ``replicas_to_aggregate``, and runs it again.
 
     Attributes:
         replicas_to_aggregate: fed as the takes' ``num_required`` before every update; lower it
@@ -313,10 +321,9 @@ class _ChiefQueueRunner(QueueRunner):
         updates: how many updates this runner has run.
     """
 
-    def __init__(self, queue: FIFOQueue, update_op: Any, waits: Sequence[Tensor],
-                 num_required: Tensor, replicas_to_aggregate: int) -> None:
+    def __init__(self, queue: FIFOQueue, update_op: Any, num_required: Tensor,
+                 replicas_to_aggregate: int) -> None:
         super().__init__(queue, [update_op])
-        self._waits = list(waits)
         self._num_required = num_required
         self.replicas_to_aggregate = replicas_to_aggregate
         self.updates = 0
@@ -325,7 +332,6 @@ class _ChiefQueueRunner(QueueRunner):
         self.live_replicas: Callable[[], int | None] | None = None
 
     def _make_step(self, sess: Any, enqueue_op: Any) -> Callable[[], None]:
-        wait = sess.make_callable(self._waits, [self._num_required])
         update = sess.make_callable(enqueue_op, [self._num_required])
 
         def step() -> None:
@@ -333,10 +339,12 @@ class _ChiefQueueRunner(QueueRunner):
             live = self.live_replicas() if self.live_replicas is not None else None
             if live is not None and 0 < live < want:
                 want = live
-            n = np.int32(want)
-            if min(wait(n)) < n:
-                return  # not all in yet (nothing was taken): check for a stop, wait again
-            update(n)
+            try:
+                update(np.int32(want))
+            except errors.DeadlineExceededError as exc:
+                if exc.op_type != "AccumulatorWaitForGradients":
+                    raise
+                return  # not all in (nothing was taken): check for a stop, try again
             self.updates += 1
 
         return step
