@@ -501,4 +501,3 @@ def _root_cause(current: errors.OpError | None, new: errors.OpError) -> errors.O
     if current is None or (_is_secondary(current) and not _is_secondary(new)):
         return new
     return current
-

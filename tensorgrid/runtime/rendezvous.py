@@ -126,20 +126,11 @@ class Rendezvous:
         Raises:
             the abort error when the step is (or gets) aborted.
         """
-        if self._error is not None:
-            raise self._error
-        item = self._table.get(key)
-        if isinstance(item, _Sent):
-            del self._table[key]
-            return item.value
-        if item is None:
-            item = asyncio.get_running_loop().create_future()
-            self._table[key] = item
+        fut = self.recv_future(key)
         try:
-            return await item
+            return await fut
         except asyncio.CancelledError:
-            if self._table.get(key) is item:
-                del self._table[key]
+            self.forget(key, fut)
             raise
 
     def abort(self, error: errors.OpError) -> None:
