@@ -12,7 +12,7 @@ from tensorgrid.core import errors
 from tensorgrid.core.device import task_of
 from tensorgrid.core.registry import AsyncKernel, KernelContext, StepKernel
 from tensorgrid.core.registry import register_kernel as kernel
-from tensorgrid.runtime.rendezvous import make_key
+from tensorgrid.core.rendezvous_key import make_key
 
 BOTH = ("CPU", "GPU")
 

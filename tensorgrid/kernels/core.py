@@ -12,7 +12,7 @@ from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext, StepKernel
 from tensorgrid.core.registry import register_kernel as kernel
 from tensorgrid.core.shapes import as_shape
-from tensorgrid.runtime.resources import Var, VarRef
+from tensorgrid.core.variable import Var, VarRef
 
 BOTH = ("CPU", "GPU")
 
