@@ -1,72 +1,22 @@
 """Numpy/cupy kernels of the array ops (one builder per op, written against ``ctx.xp``).
 
-Shape-like inputs (shapes, axes, perms, paddings) are usually the same constant array at every
-step, so their conversion to python ints is remembered by identity (``memo``).
+Shape-like inputs (shapes, axes, perms, paddings) are converted to python ints once per distinct
+input (``kernels.arguments.memo``). The indexing kernels are in ``kernels.array_index``.
 """
 
 from __future__ import annotations
 
-import inspect
-import operator
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
-from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.kernels.arguments import ints, invalid, memo
 from tensorgrid.ops.array_create import range_size
 
 BOTH = ("CPU", "GPU")
-_T = TypeVar("_T")
-
-
-def ints(v: Any) -> tuple[int, ...]:
-    """A numpy/cupy array or scalar as a tuple of python ints."""
-    return tuple(v.reshape(-1).tolist()) if hasattr(v, "reshape") else (int(v),)
-
-
-def _rememberable(value: Any) -> bool:
-    # a writeable numpy array is a fed value its owner may change in place; constants and
-    # variable values are read-only, and kernels never write their inputs
-    return not (type(value) is np.ndarray and value.flags.writeable)
-
-
-def memo(fn: Callable[..., _T]) -> Callable[..., _T]:
-    """``fn``, remembering its result for the last arguments seen (compared by identity)."""
-    if len(inspect.signature(fn).parameters) == 1:
-        key: Any = None
-        value: Any = None
-
-        def one(a: Any) -> _T:
-            nonlocal key, value
-            if a is key:
-                return value  # type: ignore[no-any-return]
-            v = fn(a)
-            if _rememberable(a):
-                key, value = a, v
-            return v
-
-        return one
-    keys: tuple[Any, ...] = ()
-    result: Any = None
-
-    def many(*args: Any) -> _T:
-        nonlocal keys, result
-        if len(args) == len(keys) and all(map(operator.is_, args, keys)):
-            return result  # type: ignore[no-any-return]
-        v = fn(*args)
-        if all(map(_rememberable, args)):
-            keys, result = args, v
-        return v
-
-    return many
-
-
-def invalid(message: str) -> errors.InvalidArgumentError:
-    """The error a kernel raises for bad input values (the executor adds node, op and device)."""
-    return errors.InvalidArgumentError(message)
 
 
 kernel("ZerosLike", BOTH)(lambda ctx: ctx.xp.zeros_like)
@@ -485,7 +435,3 @@ def _one_hot(ctx: KernelContext) -> Callable[[Any, Any, Any, Any], Any]:
         return xp.where(hot, on, off)
 
     return run
-
-
-# The indexing kernels (slices, gathers, scatters) register from their own module.
-from tensorgrid.kernels import array_index as _array_index  # noqa: E402,F401

@@ -13,8 +13,10 @@ import numpy as np
 
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
-from tensorgrid.kernels.array import BOTH, ints, invalid, memo
+from tensorgrid.kernels.arguments import ints, invalid, memo
 from tensorgrid.ops.array_index import SLICE_MASKS, dense_slice, numpy_index
+
+BOTH = ("CPU", "GPU")
 
 
 def _add_at(xp: Any) -> Callable[[Any, Any, Any], None]:
