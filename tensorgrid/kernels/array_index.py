@@ -16,8 +16,6 @@ from tensorgrid.core.registry import register_kernel as kernel
 from tensorgrid.kernels.arguments import ints, invalid, memo
 from tensorgrid.ops.array_index import SLICE_MASKS, dense_slice, numpy_index
 
-BOTH = ("CPU", "GPU")
-
 
 def _add_at(xp: Any) -> Callable[[Any, Any, Any], None]:
     """Unbuffered ``out[idx] += values`` (repeated indices add up) for numpy or cupy."""
@@ -37,7 +35,7 @@ def _first_bad(bad: Any) -> tuple[int, ...]:
 # ------------------------------------------------------------------------------ slices
 
 
-@kernel("Slice", BOTH)
+@kernel("Slice")
 def _slice(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     spec = memo(lambda b, s: (ints(b), ints(s)))
     last: list[Any] = [None, None, None]  # spec, input shape -> index
@@ -84,7 +82,7 @@ def _slice_planner(ctx: KernelContext) -> Callable[..., tuple[Any, ...]]:
     return memo(plan)
 
 
-@kernel("StridedSlice", BOTH)
+@kernel("StridedSlice")
 def _strided_slice(ctx: KernelContext) -> Callable[[Any, Any, Any, Any], Any]:
     plan = _slice_planner(ctx)
 
@@ -98,7 +96,7 @@ def _strided_slice(ctx: KernelContext) -> Callable[[Any, Any, Any, Any], Any]:
     return run
 
 
-@kernel("StridedSliceGrad", BOTH)
+@kernel("StridedSliceGrad")
 def _strided_slice_grad(ctx: KernelContext) -> Callable[..., Any]:
     xp = ctx.xp
     plan = _slice_planner(ctx)
@@ -169,14 +167,14 @@ def _gather(xp: Any, params: Any, indices: Any, axis: int, batch_dims: int) -> A
     return xp.transpose(picked, perm)
 
 
-@kernel("GatherV2", BOTH)
+@kernel("GatherV2")
 def _gather_v2(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
     batch_dims = int(ctx.attr("batch_dims"))
     return lambda params, indices, axis: _gather(xp, params, indices, int(axis), batch_dims)
 
 
-@kernel("Gather", BOTH)
+@kernel("Gather")
 def _gather_v1(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     return lambda params, indices: _gather(xp, params, indices, 0, 0)
@@ -193,7 +191,7 @@ def _check_nd(xp: Any, indices: Any, dims: tuple[int, ...], what: str) -> None:
                       f"{list(dims)}")
 
 
-@kernel("GatherNd", BOTH)
+@kernel("GatherNd")
 def _gather_nd(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
 
@@ -212,7 +210,7 @@ def _gather_nd(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("ScatterNd", BOTH)
+@kernel("ScatterNd")
 def _scatter_nd(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
     add_at = _add_at(xp)
@@ -232,7 +230,7 @@ def _scatter_nd(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-@kernel("UnsortedSegmentSum", BOTH)
+@kernel("UnsortedSegmentSum")
 def _unsorted_segment_sum(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
     add_at = _add_at(xp)
@@ -262,7 +260,7 @@ def _unsorted_segment_sum(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-@kernel("Unique", BOTH)
+@kernel("Unique")
 def _unique(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     out_idx = ctx.attr("out_idx").np

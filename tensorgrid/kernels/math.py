@@ -17,7 +17,6 @@ from tensorgrid.core import dtypes, errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
 
-BOTH = ("CPU", "GPU")
 _HALF = (dtypes.float16, dtypes.bfloat16)
 
 
@@ -42,55 +41,55 @@ def _int_list(a: Any) -> list[int]:
 
 # ---------------------------------------------------------------------------- elementwise
 
-kernel("AddV2", BOTH)(lambda ctx: ctx.xp.add)
-kernel("Add", BOTH)(lambda ctx: ctx.xp.add)  # also concatenates strings (object arrays)
-kernel("Sub", BOTH)(lambda ctx: ctx.xp.subtract)
-kernel("Mul", BOTH)(lambda ctx: ctx.xp.multiply)
-kernel("Maximum", BOTH)(lambda ctx: ctx.xp.maximum)
-kernel("Minimum", BOTH)(lambda ctx: ctx.xp.minimum)
-kernel("Neg", BOTH)(lambda ctx: ctx.xp.negative)
-kernel("Abs", BOTH)(lambda ctx: ctx.xp.absolute)
-kernel("Sign", BOTH)(lambda ctx: ctx.xp.sign)
-kernel("Square", BOTH)(lambda ctx: ctx.xp.square)
-kernel("Sqrt", BOTH)(lambda ctx: ctx.xp.sqrt)
-kernel("Exp", BOTH)(lambda ctx: ctx.xp.exp)
-kernel("Log", BOTH)(lambda ctx: ctx.xp.log)
-kernel("Log1p", BOTH)(lambda ctx: ctx.xp.log1p)
-kernel("Sin", BOTH)(lambda ctx: ctx.xp.sin)
-kernel("Cos", BOTH)(lambda ctx: ctx.xp.cos)
-kernel("Tanh", BOTH)(lambda ctx: ctx.xp.tanh)
-kernel("Reciprocal", BOTH)(lambda ctx: ctx.xp.reciprocal)
-kernel("Floor", BOTH)(lambda ctx: ctx.xp.floor)
-kernel("Ceil", BOTH)(lambda ctx: ctx.xp.ceil)
-kernel("Conj", BOTH)(lambda ctx: ctx.xp.conj)
-kernel("IsFinite", BOTH)(lambda ctx: ctx.xp.isfinite)
-kernel("IsNan", BOTH)(lambda ctx: ctx.xp.isnan)
-kernel("IsInf", BOTH)(lambda ctx: ctx.xp.isinf)
-kernel("Equal", BOTH)(lambda ctx: ctx.xp.equal)
-kernel("NotEqual", BOTH)(lambda ctx: ctx.xp.not_equal)
-kernel("Less", BOTH)(lambda ctx: ctx.xp.less)
-kernel("LessEqual", BOTH)(lambda ctx: ctx.xp.less_equal)
-kernel("Greater", BOTH)(lambda ctx: ctx.xp.greater)
-kernel("GreaterEqual", BOTH)(lambda ctx: ctx.xp.greater_equal)
-kernel("LogicalAnd", BOTH)(lambda ctx: ctx.xp.logical_and)
-kernel("LogicalOr", BOTH)(lambda ctx: ctx.xp.logical_or)
-kernel("LogicalNot", BOTH)(lambda ctx: ctx.xp.logical_not)
+kernel("AddV2")(lambda ctx: ctx.xp.add)
+kernel("Add")(lambda ctx: ctx.xp.add)  # also concatenates strings (object arrays)
+kernel("Sub")(lambda ctx: ctx.xp.subtract)
+kernel("Mul")(lambda ctx: ctx.xp.multiply)
+kernel("Maximum")(lambda ctx: ctx.xp.maximum)
+kernel("Minimum")(lambda ctx: ctx.xp.minimum)
+kernel("Neg")(lambda ctx: ctx.xp.negative)
+kernel("Abs")(lambda ctx: ctx.xp.absolute)
+kernel("Sign")(lambda ctx: ctx.xp.sign)
+kernel("Square")(lambda ctx: ctx.xp.square)
+kernel("Sqrt")(lambda ctx: ctx.xp.sqrt)
+kernel("Exp")(lambda ctx: ctx.xp.exp)
+kernel("Log")(lambda ctx: ctx.xp.log)
+kernel("Log1p")(lambda ctx: ctx.xp.log1p)
+kernel("Sin")(lambda ctx: ctx.xp.sin)
+kernel("Cos")(lambda ctx: ctx.xp.cos)
+kernel("Tanh")(lambda ctx: ctx.xp.tanh)
+kernel("Reciprocal")(lambda ctx: ctx.xp.reciprocal)
+kernel("Floor")(lambda ctx: ctx.xp.floor)
+kernel("Ceil")(lambda ctx: ctx.xp.ceil)
+kernel("Conj")(lambda ctx: ctx.xp.conj)
+kernel("IsFinite")(lambda ctx: ctx.xp.isfinite)
+kernel("IsNan")(lambda ctx: ctx.xp.isnan)
+kernel("IsInf")(lambda ctx: ctx.xp.isinf)
+kernel("Equal")(lambda ctx: ctx.xp.equal)
+kernel("NotEqual")(lambda ctx: ctx.xp.not_equal)
+kernel("Less")(lambda ctx: ctx.xp.less)
+kernel("LessEqual")(lambda ctx: ctx.xp.less_equal)
+kernel("Greater")(lambda ctx: ctx.xp.greater)
+kernel("GreaterEqual")(lambda ctx: ctx.xp.greater_equal)
+kernel("LogicalAnd")(lambda ctx: ctx.xp.logical_and)
+kernel("LogicalOr")(lambda ctx: ctx.xp.logical_or)
+kernel("LogicalNot")(lambda ctx: ctx.xp.logical_not)
 
 
-@kernel("Round", BOTH)
+@kernel("Round")
 def _round(ctx: KernelContext) -> Callable[[Any], Any]:
     if _dtype(ctx).is_integer:
         return lambda x: x
     return ctx.xp.rint  # type: ignore[no-any-return]  # half to even, as TensorFlow
 
 
-@kernel("Rsqrt", BOTH)
+@kernel("Rsqrt")
 def _rsqrt(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     return lambda x: xp.reciprocal(xp.sqrt(x))
 
 
-@kernel("Sigmoid", BOTH)
+@kernel("Sigmoid")
 def _sigmoid(ctx: KernelContext) -> Callable[[Any], Any]:
     # 1 / (1 + exp(-x)): exp overflowing to inf gives exactly 0, and tiny results keep their
     # relative precision (a tanh form would cancel). The temporaries are reused in place.
@@ -108,7 +107,7 @@ def _sigmoid(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("SquaredDifference", BOTH)
+@kernel("SquaredDifference")
 def _squared_difference(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     if _dtype(ctx).is_complex:  # TensorFlow: (x - y) * conj(x - y)
@@ -120,7 +119,7 @@ def _squared_difference(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return lambda x, y: xp.square(xp.subtract(x, y))
 
 
-@kernel("Pow", BOTH)
+@kernel("Pow")
 def _pow(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     if not _dtype(ctx).is_integer:
@@ -194,42 +193,42 @@ def _trunc_float(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 
 
 # RealDiv and the legacy Div divide integers truncating (C), as TensorFlow's kernels do.
-kernel("RealDiv", BOTH)(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
-kernel("Div", BOTH)(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
-kernel("TruncateDiv", BOTH)(_div_kernel(_trunc, _trunc_float))
-kernel("FloorDiv", BOTH)(_div_kernel(lambda ctx: ctx.xp.floor_divide, _floor_float))
-kernel("FloorMod", BOTH)(_div_kernel(lambda ctx: ctx.xp.remainder, lambda ctx: ctx.xp.remainder))
-kernel("TruncateMod", BOTH)(_div_kernel(lambda ctx: ctx.xp.fmod, lambda ctx: ctx.xp.fmod))
+kernel("RealDiv")(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
+kernel("Div")(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
+kernel("TruncateDiv")(_div_kernel(_trunc, _trunc_float))
+kernel("FloorDiv")(_div_kernel(lambda ctx: ctx.xp.floor_divide, _floor_float))
+kernel("FloorMod")(_div_kernel(lambda ctx: ctx.xp.remainder, lambda ctx: ctx.xp.remainder))
+kernel("TruncateMod")(_div_kernel(lambda ctx: ctx.xp.fmod, lambda ctx: ctx.xp.fmod))
 
 
 # ---------------------------------------------------------------------------- gradient helpers
 
 
-@kernel("SigmoidGrad", BOTH)
+@kernel("SigmoidGrad")
 def _sigmoid_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     one = _scalar(ctx, 1)
     return lambda y, dy: dy * y * (one - y)
 
 
-@kernel("TanhGrad", BOTH)
+@kernel("TanhGrad")
 def _tanh_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     one = _scalar(ctx, 1)
     return lambda y, dy: dy * (one - y * y)
 
 
-@kernel("RsqrtGrad", BOTH)
+@kernel("RsqrtGrad")
 def _rsqrt_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     c = _scalar(ctx, -0.5)
     return lambda y, dy: dy * (c * y * y * y)
 
 
-@kernel("SqrtGrad", BOTH)
+@kernel("SqrtGrad")
 def _sqrt_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     half = _scalar(ctx, 0.5)
     return lambda y, dy: dy * half / y
 
 
-@kernel("ReciprocalGrad", BOTH)
+@kernel("ReciprocalGrad")
 def _reciprocal_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return lambda y, dy: -dy * y * y
 
@@ -237,7 +236,7 @@ def _reciprocal_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 # ---------------------------------------------------------------------------- n-ary, selection
 
 
-@kernel("AddN", BOTH)
+@kernel("AddN")
 def _add_n(ctx: KernelContext) -> Callable[..., Any]:
     xp = ctx.xp
 
@@ -252,12 +251,12 @@ def _add_n(ctx: KernelContext) -> Callable[..., Any]:
     return run
 
 
-@kernel("SelectV2", BOTH)
+@kernel("SelectV2")
 def _select_v2(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return ctx.xp.where  # type: ignore[no-any-return]
 
 
-@kernel("Select", BOTH)
+@kernel("Select")
 def _select(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
 
@@ -277,13 +276,13 @@ def _select(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-@kernel("Where", BOTH)
+@kernel("Where")
 def _where(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     return lambda x: xp.argwhere(x).astype(np.int64, copy=False)
 
 
-@kernel("ClipByValue", BOTH)
+@kernel("ClipByValue")
 def _clip_by_value(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
     # minimum then maximum (not xp.clip): keeps the dtype for bfloat16 and mirrors TF1's composite
@@ -312,7 +311,7 @@ def broadcast_reduction_axes(s0: list[int], s1: list[int]) -> tuple[list[int], l
     return r0, r1
 
 
-@kernel("BroadcastGradientArgs", BOTH)
+@kernel("BroadcastGradientArgs")
 def _broadcast_gradient_args(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     # Shapes are host values on every device, as Shape's outputs are.
     dt = _dtype(ctx).np
@@ -340,7 +339,7 @@ def _upcast_half(ctx: KernelContext, fn: Callable[[Any, Any], Any]) -> Callable[
     return lambda a, b: fn(a.astype(f32), b.astype(f32)).astype(dt.np)
 
 
-@kernel("MatMul", BOTH)
+@kernel("MatMul")
 def _matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     ta, tb = bool(ctx.attr("transpose_a")), bool(ctx.attr("transpose_b"))
     xp = ctx.xp
@@ -364,10 +363,10 @@ def _batch_matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
                                                     adjoint(b) if adj_y else b))
 
 
-kernel("BatchMatMulV2", BOTH)(_batch_matmul)
+kernel("BatchMatMulV2")(_batch_matmul)
 
 
-@kernel("BatchMatMul", BOTH)
+@kernel("BatchMatMul")
 def _batch_matmul_v1(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     run = _batch_matmul(ctx)
 
@@ -380,7 +379,7 @@ def _batch_matmul_v1(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return checked
 
 
-@kernel("Cast", BOTH)
+@kernel("Cast")
 def _cast(ctx: KernelContext) -> Callable[[Any], Any]:
     dst = _dtype(ctx, "DstT")
     src = ctx.attr("SrcT", None)
@@ -450,11 +449,11 @@ def _sum_like(reduce_name: str) -> Callable[[KernelContext], Callable[[Any, Any]
     return build
 
 
-kernel("Sum", BOTH)(_sum_like("sum"))
-kernel("Prod", BOTH)(_sum_like("prod"))
+kernel("Sum")(_sum_like("sum"))
+kernel("Prod")(_sum_like("prod"))
 
 
-@kernel("Mean", BOTH)
+@kernel("Mean")
 def _mean(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     keep = bool(ctx.attr("keep_dims"))
     xp = ctx.xp
@@ -502,8 +501,8 @@ def _extremum(reduce_name: str, lowest: bool) -> Callable[[KernelContext], Any]:
     return build
 
 
-kernel("Max", BOTH)(_extremum("max", lowest=True))
-kernel("Min", BOTH)(_extremum("min", lowest=False))
+kernel("Max")(_extremum("max", lowest=True))
+kernel("Min")(_extremum("min", lowest=False))
 
 
 def _logical_reduction(reduce_name: str) -> Callable[[KernelContext], Any]:
@@ -516,8 +515,8 @@ def _logical_reduction(reduce_name: str) -> Callable[[KernelContext], Any]:
     return build
 
 
-kernel("Any", BOTH)(_logical_reduction("any"))
-kernel("All", BOTH)(_logical_reduction("all"))
+kernel("Any")(_logical_reduction("any"))
+kernel("All")(_logical_reduction("all"))
 
 
 def _axis_reader(ctx: KernelContext) -> Callable[[Any, int], int]:
@@ -552,8 +551,8 @@ def _arg_extremum(reduce_name: str) -> Callable[[KernelContext], Any]:
     return build
 
 
-kernel("ArgMax", BOTH)(_arg_extremum("argmax"))
-kernel("ArgMin", BOTH)(_arg_extremum("argmin"))
+kernel("ArgMax")(_arg_extremum("argmax"))
+kernel("ArgMin")(_arg_extremum("argmin"))
 
 
 def _scan(scan_name: str, identity: int) -> Callable[[KernelContext], Any]:
@@ -586,5 +585,5 @@ def _scan(scan_name: str, identity: int) -> Callable[[KernelContext], Any]:
     return build
 
 
-kernel("Cumsum", BOTH)(_scan("cumsum", 0))
-kernel("Cumprod", BOTH)(_scan("cumprod", 1))
+kernel("Cumsum")(_scan("cumsum", 0))
+kernel("Cumprod")(_scan("cumprod", 1))
