@@ -7,4 +7,14 @@ device ever ran them).
 """
 
 import tensorgrid.ops
-from tensorgrid.kernels import array, array_index, comm, core, data_flow, math, nn, random
+from tensorgrid.kernels import (
+    array,
+    array_index,
+    comm,
+    core,
+    data_flow,
+    math,
+    math_reduce,
+    nn,
+    random,
+)

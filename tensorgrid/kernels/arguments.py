@@ -24,9 +24,10 @@ def ints(v: Any) -> tuple[int, ...]:
     return tuple(v.reshape(-1).tolist()) if hasattr(v, "reshape") else (int(v),)
 
 
-def _rememberable(value: Any) -> bool:
-    # a writeable numpy array is a fed value its owner may change in place; constants and
-    # variable values are read-only, and kernels never write their inputs
+def rememberable(value: Any) -> bool:
+    """Whether a value derived from ``value`` may be reused while the same object comes back:
+    constants and variable values are read-only, and kernels never write their inputs, but a
+    writeable numpy array is a fed value its owner may change in place."""
     return not (type(value) is np.ndarray and value.flags.writeable)
 
 
@@ -41,7 +42,7 @@ def memo(fn: Callable[..., _T]) -> Callable[..., _T]:
             if a is key:
                 return value  # type: ignore[no-any-return]
             v = fn(a)
-            if _rememberable(a):
+            if rememberable(a):
                 key, value = a, v
             return v
 
@@ -54,7 +55,7 @@ def memo(fn: Callable[..., _T]) -> Callable[..., _T]:
         if len(args) == len(keys) and all(map(operator.is_, args, keys)):
             return result  # type: ignore[no-any-return]
         v = fn(*args)
-        if all(map(_rememberable, args)):
+        if all(map(rememberable, args)):
             keys, result = args, v
         return v
 

@@ -1,4 +1,4 @@
-"""Numpy/cupy kernels of the array ops (one builder per op, written against ``ctx.xp``).
+"""Numpy kernels of the array ops (one builder per op, written against ``ctx.xp``).
 
 Shape-like inputs (shapes, axes, perms, paddings) are converted to python ints once per distinct
 input (``kernels.arguments.memo``). The indexing kernels are in ``kernels.array_index``.

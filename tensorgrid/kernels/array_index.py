@@ -1,4 +1,4 @@
-"""Numpy/cupy kernels of the indexing ops: slices, gathers, scatters, segment sums, unique.
+"""Numpy kernels of the indexing ops: slices, gathers, scatters, segment sums, unique.
 
 Indices are checked before use: numpy wraps negative indices around and cupy wraps every index,
 where TensorFlow fails with InvalidArgumentError.

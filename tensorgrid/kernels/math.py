@@ -1,9 +1,9 @@
-"""Numpy/cupy kernels of the math ops (one builder per op, written against ``ctx.xp``).
+"""Numpy kernels of the math ops (one builder per op, written against ``ctx.xp``).
 
 Each kernel returns exactly the dtype its op's inference promised. Where numpy would promote (a
 python float times a bfloat16 array gives float32; ``mean`` of integers gives float64) the builder
 prepares constants of the node's dtype, or accumulates half-precision values in float32 and casts
-the result back, as TensorFlow's kernels do.
+the result back, as TensorFlow's kernels do. The reductions and scans are in ``math_reduce``.
 """
 
 from __future__ import annotations
@@ -16,27 +16,19 @@ import numpy as np
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.kernels.arguments import ints
 
-_HALF = (dtypes.float16, dtypes.bfloat16)
+HALF = (dtypes.float16, dtypes.bfloat16)  # accumulated in float32
 
 
-def _dtype(ctx: KernelContext, attr: str = "T") -> dtypes.DType:
+def node_dtype(ctx: KernelContext, attr: str = "T") -> dtypes.DType:
+    """The dtype in the node's attr ``attr`` (its ``T`` by default)."""
     return dtypes.as_dtype(ctx.attr(attr))
 
 
 def _scalar(ctx: KernelContext, value: float) -> Any:
     """``value`` as a 0-d array of the node's dtype T, so arithmetic with it keeps that dtype."""
-    return ctx.xp.asarray(value, dtype=_dtype(ctx).np)
-
-
-def _is_cacheable(a: Any) -> bool:
-    # Constants and variable values are read-only numpy arrays (or device arrays that nothing
-    # writes in place); a writeable numpy array may be a feed the caller reuses and changes.
-    return not (isinstance(a, np.ndarray) and a.flags.writeable)
-
-
-def _int_list(a: Any) -> list[int]:
-    return [int(v) for v in a.reshape(-1).tolist()]
+    return ctx.xp.asarray(value, dtype=node_dtype(ctx).np)
 
 
 # ---------------------------------------------------------------------------- elementwise
@@ -78,7 +70,7 @@ kernel("LogicalNot")(lambda ctx: ctx.xp.logical_not)
 
 @kernel("Round")
 def _round(ctx: KernelContext) -> Callable[[Any], Any]:
-    if _dtype(ctx).is_integer:
+    if node_dtype(ctx).is_integer:
         return lambda x: x
     return ctx.xp.rint  # type: ignore[no-any-return]  # half to even, as TensorFlow
 
@@ -110,7 +102,7 @@ def _sigmoid(ctx: KernelContext) -> Callable[[Any], Any]:
 @kernel("SquaredDifference")
 def _squared_difference(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
-    if _dtype(ctx).is_complex:  # TensorFlow: (x - y) * conj(x - y)
+    if node_dtype(ctx).is_complex:  # TensorFlow: (x - y) * conj(x - y)
         def run_complex(x: Any, y: Any) -> Any:
             d = xp.subtract(x, y)
             return d * xp.conj(d)
@@ -122,7 +114,7 @@ def _squared_difference(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 @kernel("Pow")
 def _pow(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
-    if not _dtype(ctx).is_integer:
+    if not node_dtype(ctx).is_integer:
         return xp.power  # type: ignore[no-any-return]
 
     def run(x: Any, y: Any) -> Any:
@@ -147,7 +139,7 @@ def _nonzero_divisor(ctx: KernelContext) -> Callable[[Any], None]:
     return check
 
 
-def _truncate_div(xp: Any, x: Any, y: Any) -> Any:
+def truncate_div(xp: Any, x: Any, y: Any) -> Any:
     """Integer division rounding toward zero (C semantics) without going through floats."""
     q = xp.floor_divide(x, y)
     # floor and trunc differ where the division is inexact and the signs differ
@@ -168,7 +160,7 @@ def _int_divider(ctx: KernelContext, fn: Callable[[Any, Any], Any]) -> Callable[
 def _div_kernel(truncating: Callable[[KernelContext], Callable[[Any, Any], Any]],
                 floating: Callable[[KernelContext], Callable[[Any, Any], Any]]) -> Any:
     def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        if _dtype(ctx).is_integer:
+        if node_dtype(ctx).is_integer:
             return _int_divider(ctx, truncating(ctx))
         return floating(ctx)
 
@@ -177,9 +169,9 @@ def _div_kernel(truncating: Callable[[KernelContext], Callable[[Any, Any], Any]]
 
 def _trunc(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
-    if _dtype(ctx).is_unsigned:
+    if node_dtype(ctx).is_unsigned:
         return xp.floor_divide  # type: ignore[no-any-return]
-    return lambda x, y: _truncate_div(xp, x, y)
+    return lambda x, y: truncate_div(xp, x, y)
 
 
 def _floor_float(ctx: KernelContext) -> Callable[[Any, Any], Any]:
@@ -314,11 +306,11 @@ def broadcast_reduction_axes(s0: list[int], s1: list[int]) -> tuple[list[int], l
 @kernel("BroadcastGradientArgs")
 def _broadcast_gradient_args(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     # Shapes are host values on every device, as Shape's outputs are.
-    dt = _dtype(ctx).np
+    dt = node_dtype(ctx).np
 
     def run(s0: Any, s1: Any) -> tuple[Any, Any]:
         try:
-            r0, r1 = broadcast_reduction_axes(_int_list(s0), _int_list(s1))
+            r0, r1 = broadcast_reduction_axes(list(ints(s0)), list(ints(s1)))
         except errors.InvalidArgumentError as exc:
             raise ctx.error(errors.InvalidArgumentError, exc.message) from None
         return np.array(r0, dtype=dt), np.array(r1, dtype=dt)
@@ -330,10 +322,10 @@ def _broadcast_gradient_args(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 
 
 def _upcast_half(ctx: KernelContext, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """On CPU, multiply half-precision matrices in float32 (numpy has no half BLAS; TF accumulates
-    in float32 too) and round the result back."""
-    dt = _dtype(ctx)
-    if ctx.device_type != "CPU" or dt not in _HALF:
+    """Multiply half-precision matrices in float32 (numpy has no half BLAS; TF accumulates in
+    float32 too) and round the result back."""
+    dt = node_dtype(ctx)
+    if dt not in HALF:
         return fn
     f32 = np.float32
     return lambda a, b: fn(a.astype(f32), b.astype(f32)).astype(dt.np)
@@ -351,7 +343,7 @@ def _matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 def _batch_matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     adj_x, adj_y = bool(ctx.attr("adj_x")), bool(ctx.attr("adj_y"))
     xp = ctx.xp
-    cplx = _dtype(ctx).is_complex
+    cplx = node_dtype(ctx).is_complex
 
     def adjoint(m: Any) -> Any:
         m = xp.swapaxes(m, -1, -2)
@@ -381,7 +373,7 @@ def _batch_matmul_v1(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 
 @kernel("Cast")
 def _cast(ctx: KernelContext) -> Callable[[Any], Any]:
-    dst = _dtype(ctx, "DstT")
+    dst = node_dtype(ctx, "DstT")
     src = ctx.attr("SrcT", None)
     if src is not None and dtypes.as_dtype(src) is dst:
         return lambda x: x
@@ -395,195 +387,3 @@ def _cast(ctx: KernelContext) -> Callable[[Any], Any]:
         return x.astype(np_dt)
 
     return run
-
-
-# ---------------------------------------------------------------------------- reductions
-
-
-def _axes_reader(ctx: KernelContext) -> Callable[[Any, int], tuple[int, ...]]:
-    """Reads a reduction's axes input as sorted, distinct, non-negative python ints.
-
-    The axes are nearly always the same constant array every step, so the last conversion is kept
-    and reused while the same (read-only) object comes back.
-    """
-    last: list[tuple[Any, int, tuple[int, ...]]] = [(None, -1, ())]
-
-    def read(axes: Any, ndim: int) -> tuple[int, ...]:
-        obj, nd, val = last[0]
-        if axes is obj and nd == ndim:
-            return val
-        norm = set()
-        for a in _int_list(axes):
-            if not -ndim <= a < ndim:
-                raise ctx.error(errors.InvalidArgumentError,
-                                f"Invalid reduction dimension ({a} for input with {ndim} "
-                                f"dimension(s)")
-            norm.add(a % ndim)
-        val = tuple(sorted(norm))
-        if _is_cacheable(axes):
-            last[0] = (axes, ndim, val)  # one assignment: concurrent steps see a consistent pair
-        return val
-
-    return read
-
-
-def _accumulator(dt: dtypes.DType) -> Any:
-    """The numpy dtype to sum or multiply in: float32 for half types, else the dtype itself."""
-    return np.float32 if dt in _HALF else dt.np
-
-
-def _sum_like(reduce_name: str) -> Callable[[KernelContext], Callable[[Any, Any], Any]]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        keep = bool(ctx.attr("keep_dims"))
-        xp = ctx.xp
-        fn = getattr(xp, reduce_name)
-        axes_of = _axes_reader(ctx)
-        dt = _dtype(ctx)
-        acc = _accumulator(dt)
-        if acc is dt.np:
-            return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep, dtype=acc)
-        out = dt.np
-        return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep,
-                                  dtype=acc).astype(out)
-
-    return build
-
-
-kernel("Sum")(_sum_like("sum"))
-kernel("Prod")(_sum_like("prod"))
-
-
-@kernel("Mean")
-def _mean(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-    keep = bool(ctx.attr("keep_dims"))
-    xp = ctx.xp
-    axes_of = _axes_reader(ctx)
-    dt = _dtype(ctx)
-    acc, out = _accumulator(dt), dt.np
-
-    def run(x: Any, axes: Any) -> Any:
-        ax = axes_of(axes, x.ndim)
-        count = 1
-        for a in ax:
-            count *= x.shape[a]
-        s = xp.sum(x, axis=ax, keepdims=keep, dtype=acc)
-        if dt.is_integer:  # TensorFlow's integer mean: the sum divided truncating, in the dtype
-            n = xp.asarray(max(count, 1), dtype=out)
-            return xp.floor_divide(s, n) if dt.is_unsigned else _truncate_div(xp, s, n)
-        return xp.true_divide(s, count).astype(out, copy=False)
-
-    return run
-
-
-def _extremum(reduce_name: str, lowest: bool) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        keep = bool(ctx.attr("keep_dims"))
-        xp = ctx.xp
-        fn = getattr(xp, reduce_name)
-        axes_of = _axes_reader(ctx)
-        dt = _dtype(ctx)
-        # the identity of the reduction, which TensorFlow returns over an empty axis
-        if dt.is_floating:
-            identity: Any = -np.inf if lowest else np.inf
-        else:
-            identity = dt.min if lowest else dt.max
-
-        def run(x: Any, axes: Any) -> Any:
-            ax = axes_of(axes, x.ndim)
-            if x.size == 0 and any(x.shape[a] == 0 for a in ax):
-                shape = tuple(1 if i in ax else d for i, d in enumerate(x.shape)) if keep else \
-                    tuple(d for i, d in enumerate(x.shape) if i not in ax)
-                return xp.full(shape, identity, dtype=dt.np)
-            return fn(x, axis=ax, keepdims=keep)
-
-        return run
-
-    return build
-
-
-kernel("Max")(_extremum("max", lowest=True))
-kernel("Min")(_extremum("min", lowest=False))
-
-
-def _logical_reduction(reduce_name: str) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        keep = bool(ctx.attr("keep_dims"))
-        fn = getattr(ctx.xp, reduce_name)
-        axes_of = _axes_reader(ctx)
-        return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep)
-
-    return build
-
-
-kernel("Any")(_logical_reduction("any"))
-kernel("All")(_logical_reduction("all"))
-
-
-def _axis_reader(ctx: KernelContext) -> Callable[[Any, int], int]:
-    """Reads a scalar axis input (ArgMax's dimension, Cumsum's axis) as a non-negative int."""
-    read = _axes_reader(ctx)
-
-    def axis_of(a: Any, ndim: int) -> int:
-        if a.size != 1:
-            raise ctx.error(errors.InvalidArgumentError, f"axis must be a scalar, got {a!r}")
-        if ndim == 0:
-            raise ctx.error(errors.InvalidArgumentError, "the input must have rank >= 1")
-        return read(a, ndim)[0]
-
-    return axis_of
-
-
-def _arg_extremum(reduce_name: str) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        fn = getattr(ctx.xp, reduce_name)
-        axis_of = _axis_reader(ctx)
-        out = _dtype(ctx, "output_type").np
-
-        def run(x: Any, dim: Any) -> Any:
-            a = axis_of(dim, x.ndim)
-            if x.shape[a] == 0:
-                raise ctx.error(errors.InvalidArgumentError,
-                                f"Reduction axis {a} is empty in shape {list(x.shape)}")
-            return fn(x, axis=a).astype(out, copy=False)
-
-        return run
-
-    return build
-
-
-kernel("ArgMax")(_arg_extremum("argmax"))
-kernel("ArgMin")(_arg_extremum("argmin"))
-
-
-def _scan(scan_name: str, identity: int) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        exclusive, reverse = bool(ctx.attr("exclusive")), bool(ctx.attr("reverse"))
-        xp = ctx.xp
-        fn = getattr(xp, scan_name)
-        axis_of = _axis_reader(ctx)
-        dt = _dtype(ctx)
-        acc, out = _accumulator(dt), dt.np
-
-        def run(x: Any, axis: Any) -> Any:
-            a = axis_of(axis, x.ndim)
-            if reverse:
-                x = xp.flip(x, a)
-            r = fn(x, axis=a, dtype=acc)
-            if exclusive and x.shape[a]:
-                # shift by one along the axis: the first result is the identity
-                shifted = xp.empty_like(r)
-                head = (slice(None),) * a
-                shifted[(*head, slice(0, 1))] = identity
-                shifted[(*head, slice(1, None))] = r[(*head, slice(0, -1))]
-                r = shifted
-            if reverse:
-                r = xp.flip(r, a)
-            return r.astype(out, copy=False)
-
-        return run
-
-    return build
-
-
-kernel("Cumsum")(_scan("cumsum", 0))
-kernel("Cumprod")(_scan("cumprod", 1))
