@@ -1,7 +1,7 @@
 """Numpy kernels of the indexing ops: slices, gathers, scatters, segment sums, unique.
 
-Indices are checked before use: numpy wraps negative indices around and cupy wraps every index,
-where TensorFlow fails with InvalidArgumentError.
+Indices are checked before use: numpy wraps negative indices around, where TensorFlow fails with
+InvalidArgumentError.
 """
 
 from __future__ import annotations
@@ -15,15 +15,6 @@ from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
 from tensorgrid.kernels.arguments import ints, invalid, memo
 from tensorgrid.ops.array_index import SLICE_MASKS, dense_slice, numpy_index
-
-
-def _add_at(xp: Any) -> Callable[[Any, Any, Any], None]:
-    """Unbuffered ``out[idx] += values`` (repeated indices add up) for numpy or cupy."""
-    if xp is np:
-        return np.add.at  # type: ignore[no-any-return]
-    import cupyx  # type: ignore[import-not-found]
-
-    return cupyx.scatter_add  # type: ignore[no-any-return]
 
 
 def _first_bad(bad: Any) -> tuple[int, ...]:
@@ -213,7 +204,7 @@ def _gather_nd(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 @kernel("ScatterNd")
 def _scatter_nd(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
-    add_at = _add_at(xp)
+    add_at = np.add.at  # unbuffered: repeated indices add up
     target = memo(ints)
 
     def run(indices: Any, updates: Any, shape: Any) -> Any:
@@ -233,7 +224,7 @@ def _scatter_nd(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
 @kernel("UnsortedSegmentSum")
 def _unsorted_segment_sum(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
-    add_at = _add_at(xp)
+    add_at = np.add.at  # unbuffered: repeated indices add up
 
     def run(data: Any, ids: Any, num_segments: Any) -> Any:
         n = int(num_segments)
