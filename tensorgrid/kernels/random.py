@@ -16,6 +16,7 @@ import numpy as np
 from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.kernels.arguments import ints, memo
 
 _MASK64 = 2**64 - 1
 
@@ -45,24 +46,17 @@ class _Stream:
         return self.gen.permutation(n)
 
 
-class _Dims:
-    """A shape tensor as a tuple of ints; the shape input is usually the same constant array every
-    step, so its conversion is cached by identity."""
+def _dims_reader() -> Callable[[Any], tuple[int, ...]]:
+    """Reads a shape input as a tuple of ints, remembered while the same (read-only) array comes
+    back: the shape is usually the same constant array every step."""
 
-    __slots__ = ("dims", "last")
+    def dims(shape: Any) -> tuple[int, ...]:
+        out = ints(shape)
+        if any(d < 0 for d in out):
+            raise errors.InvalidArgumentError(f"shape must not have negative dimensions: {out}")
+        return out
 
-    def __init__(self) -> None:
-        self.last: Any = None
-        self.dims: tuple[int, ...] = ()
-
-    def __call__(self, shape: Any) -> tuple[int, ...]:
-        if shape is self.last:
-            return self.dims
-        dims = tuple(int(d) for d in shape.reshape(-1).tolist())
-        if any(d < 0 for d in dims):
-            raise errors.InvalidArgumentError(f"shape must not have negative dimensions: {dims}")
-        self.last, self.dims = shape, dims
-        return dims
+    return memo(dims)
 
 
 def _float_out(ctx: KernelContext) -> tuple[Any, Any]:
@@ -73,7 +67,7 @@ def _float_out(ctx: KernelContext) -> tuple[Any, Any]:
 
 @kernel("RandomStandardNormal")
 def _random_normal(ctx: KernelContext) -> Callable[[Any], Any]:
-    stream, dims = _Stream(ctx), _Dims()
+    stream, dims = _Stream(ctx), _dims_reader()
     draw, out = _float_out(ctx)
     if draw == out:
         return lambda shape: stream.normal(dims(shape), draw)
@@ -82,7 +76,7 @@ def _random_normal(ctx: KernelContext) -> Callable[[Any], Any]:
 
 @kernel("RandomUniform")
 def _random_uniform(ctx: KernelContext) -> Callable[[Any], Any]:
-    stream, dims = _Stream(ctx), _Dims()
+    stream, dims = _Stream(ctx), _dims_reader()
     draw, out = _float_out(ctx)
     if draw == out:
         return lambda shape: stream.uniform(dims(shape), draw)
@@ -99,7 +93,7 @@ def _random_uniform(ctx: KernelContext) -> Callable[[Any], Any]:
 @kernel("TruncatedNormal")
 def _truncated_normal(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
-    stream, dims = _Stream(ctx), _Dims()
+    stream, dims = _Stream(ctx), _dims_reader()
     draw, out = _float_out(ctx)
 
     def run(shape: Any) -> Any:
@@ -119,7 +113,7 @@ def _truncated_normal(ctx: KernelContext) -> Callable[[Any], Any]:
 
 @kernel("RandomUniformInt")
 def _random_uniform_int(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
-    stream, dims = _Stream(ctx), _Dims()
+    stream, dims = _Stream(ctx), _dims_reader()
     out = np.dtype(ctx.attr("Tout").np)
 
     def run(shape: Any, minval: Any, maxval: Any) -> Any:
