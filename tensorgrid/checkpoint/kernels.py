@@ -21,8 +21,6 @@ from tensorgrid.core import dtypes, errors
 from tensorgrid.core.registry import AsyncKernel, KernelContext, register_kernel
 from tensorgrid.core.shapes import as_shape
 
-BOTH = ("CPU", "GPU")
-
 
 def _text(value: Any) -> str:
     """A string scalar (a 0-d object array of bytes, bytes or str) as str."""
@@ -48,7 +46,7 @@ def _store(url: Any) -> Any:
     return CheckpointStore.connect(_text(url))
 
 
-@register_kernel(SAVE_SHARD, BOTH)
+@register_kernel(SAVE_SHARD)
 def _save_shard(ctx: KernelContext) -> AsyncKernel:
     names = [_text(n) for n in ctx.attr("tensor_names")]
     device = ctx.device
@@ -64,7 +62,7 @@ def _save_shard(ctx: KernelContext) -> AsyncKernel:
     return AsyncKernel(run)
 
 
-@register_kernel(COMMIT, BOTH)
+@register_kernel(COMMIT)
 def _commit(ctx: KernelContext) -> AsyncKernel:
     max_to_keep = int(ctx.attr("max_to_keep"))
 
@@ -84,7 +82,7 @@ def _commit(ctx: KernelContext) -> AsyncKernel:
     return AsyncKernel(run)
 
 
-@register_kernel(RESTORE_SHARD, BOTH)
+@register_kernel(RESTORE_SHARD)
 def _restore_shard(ctx: KernelContext) -> AsyncKernel:
     names = [_text(n) for n in ctx.attr("tensor_names")]
     wanted = {n: (dtypes.as_dtype(t), as_shape(s))

@@ -66,7 +66,12 @@ class NodeDef:
 
 @dataclass(frozen=True, eq=False, slots=True)
 class GraphDef:
-    """An ordered collection of nodes; ``version`` counts the graph's changes for caches."""
+    """An ordered collection of nodes; ``version`` counts the graph's changes for caches.
+
+    Its binary, JSON and text forms (TensorFlow's GraphDef protobuf) are ``core.serde``'s
+    ``graph_to_bytes``/``graph_from_bytes``, ``graph_to_json``/``graph_from_json`` and the text
+    pair; the IR itself knows nothing of them, so serde depends on it and not the reverse.
+    """
 
     nodes: tuple[NodeDef, ...] = ()
     producer: int = PRODUCER_VERSION
@@ -77,33 +82,6 @@ class GraphDef:
 
     def __len__(self) -> int:
         return len(self.nodes)
-
-    # TensorFlow's names for (de)serializing a GraphDef; the work is in core.serde.
-    def SerializeToString(self) -> bytes:
-        """The binary GraphDef, TensorFlow's wire format (deterministic)."""
-        from tensorgrid.core import serde  # serde imports this module
-
-        return serde.graph_to_bytes(self)
-
-    @staticmethod
-    def FromString(data: bytes) -> GraphDef:
-        """Decode a binary GraphDef. Raises InvalidArgumentError when the bytes are malformed."""
-        from tensorgrid.core import serde
-
-        return serde.graph_from_bytes(data)
-
-    def to_json(self) -> str:
-        """The GraphDef in protobuf's JSON mapping (the form TensorFlow writes)."""
-        from tensorgrid.core import serde
-
-        return serde.graph_to_json(self)
-
-    @staticmethod
-    def from_json(text: str | bytes) -> GraphDef:
-        """Decode a GraphDef from JSON. Raises InvalidArgumentError when the text is malformed."""
-        from tensorgrid.core import serde
-
-        return serde.graph_from_json(text)
 
 
 class TensorRef(NamedTuple):

@@ -325,10 +325,6 @@ def has_kernel(op_name: str, device_type: str) -> bool:
     return (op_name, device_type) in _KERNELS
 
 
-def kernel_device_types(op_name: str) -> list[str]:
-    return sorted(dt for (o, dt) in _KERNELS if o == op_name)
-
-
 def register_gradient(op_name: str) -> Callable[[GradientFn], GradientFn]:
     """Decorator: register the gradient rule of an op."""
 

@@ -3,7 +3,8 @@
 The protobuf messages (``tensorgrid/pb``) use TensorFlow's names and field numbers, so everything
 here reads GraphDefs that TensorFlow wrote (binary, JSON or text format) and writes ones that it
 reads. These are pure functions with no network; the services call them to decode requests.
-Tensor, dtype and shape encoding lives in ``core.serde_tensor`` and is re-exported here.
+Graphs are encoded here; tensors, dtypes and shapes in ``core.serde_tensor`` and attr values in
+``core.serde_attr``, whose functions are re-exported here as one API.
 
 Every malformed input raises ``InvalidArgumentError`` (never a raw protobuf exception); inputs over
 the caller's ``GraphLimits`` raise ``ResourceExhaustedError`` before big tensors are allocated.
@@ -13,30 +14,34 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from google.protobuf import json_format, text_format
 from google.protobuf.message import DecodeError
 
 from tensorgrid.core import errors, ir
-from tensorgrid.core.dtypes import DType
+from tensorgrid.core.serde_attr import (
+    AttrPlaceholder,
+    NameAttrList,
+    attr_from_proto,
+    attr_to_proto,
+    fill_attr,
+)
 from tensorgrid.core.serde_tensor import (
-    _invalid,
-    _where,
     dtype_from_enum,
     dtype_to_enum,
     fill_shape_proto,
     fill_tensor_proto,
+    invalid,
+    located,
     shape_from_proto,
     shape_to_proto,
     tensor_from_proto,
     tensor_nbytes,
     tensor_to_proto,
 )
-from tensorgrid.core.shapes import TensorShape
 from tensorgrid.pb import graph_pb2, types_pb2
 
 __all__ = [
@@ -48,217 +53,6 @@ __all__ = [
 ]
 
 _PARSE_ERRORS = (DecodeError, ValueError, RuntimeError, TypeError, OverflowError)
-
-
-# ------------------------------------------------------------------------------------- attrs
-
-
-@dataclass(frozen=True, eq=False)
-class NameAttrList:
-    """A ``func`` attr value: a function name and the attrs to instantiate it with."""
-
-    name: str
-    attr: Mapping[str, Any] = field(default_factory=dict)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, NameAttrList):
-            return NotImplemented
-        return self.name == other.name and ir.attrs_key(self.attr) == ir.attrs_key(other.attr)
-
-    def __hash__(self) -> int:
-        return hash((self.name, ir.attrs_key(self.attr)))
-
-
-@dataclass(frozen=True)
-class AttrPlaceholder:
-    """A ``placeholder`` attr value (inside function bodies): the function attr that supplies it."""
-
-    name: str
-
-
-def _attr_kind(v: Any) -> str:
-    """The AttrValue field a python value goes into."""
-    if isinstance(v, bool | np.bool_):
-        return "b"
-    if isinstance(v, int | np.integer):
-        return "i"
-    if isinstance(v, float | np.floating):
-        return "f"
-    if isinstance(v, str | bytes):
-        return "s"
-    if isinstance(v, DType):
-        return "type"
-    if isinstance(v, TensorShape):
-        return "shape"
-    if isinstance(v, np.ndarray):
-        return "tensor"
-    if isinstance(v, NameAttrList):
-        return "func"
-    if isinstance(v, AttrPlaceholder):
-        return "placeholder"
-    if isinstance(v, list | tuple):
-        return "list"
-    return ""
-
-
-def attr_to_proto(value: Any, node: str | None = None,
-                  attr: str | None = None) -> graph_pb2.AttrValue:
-    """Encode a python attr value as an AttrValue.
-
-    bool -> b, int -> i, float -> f, str (UTF-8) / bytes -> s, DType -> type, TensorShape ->
-    shape, numpy array -> tensor, NameAttrList -> func, AttrPlaceholder -> placeholder, and a
-    list/tuple of one of the first eight kinds -> list (ints mixed into floats become floats; an
-    empty list is an empty ListValue).
-
-    Raises:
-        InvalidArgumentError: the value (or a list element) has no AttrValue kind, or a list
-            mixes kinds; names the node and attr when given.
-    """
-    pb = graph_pb2.AttrValue()
-    _fill_attr(pb, value, node, attr)
-    return pb
-
-
-def _fill_attr(pb: graph_pb2.AttrValue, value: Any, node: str | None, attr: str | None) -> None:
-    kind = _attr_kind(value)
-    if kind == "list":
-        _fill_list(pb.list, value, node, attr)
-    elif kind == "":
-        raise _invalid(
-            f"Cannot encode a {type(value).__name__} as an attr value{_where(node, attr)}", node
-        )
-    elif kind == "tensor":
-        fill_tensor_proto(pb.tensor, value)
-    elif kind == "shape":
-        fill_shape_proto(pb.shape, value)
-    elif kind == "func":
-        pb.func.SetInParent()
-        pb.func.name = value.name
-        for k, v in value.attr.items():
-            _fill_attr(pb.func.attr[k], v, node, attr)
-    else:
-        setattr(pb, kind, _scalar_to_field(kind, value))
-
-
-def _scalar_to_field(kind: str, v: Any) -> Any:
-    if kind == "s":
-        return v.encode("utf-8") if isinstance(v, str) else v
-    if kind == "type":
-        return v.enum
-    if kind == "placeholder":
-        return v.name
-    return {"b": bool, "i": int, "f": float}[kind](v)
-
-
-def _fill_list(pb: graph_pb2.AttrValue.ListValue, values: Sequence[Any], node: str | None,
-               attr: str | None) -> None:
-    pb.SetInParent()  # an empty list is still a list
-    kinds = {_attr_kind(v) for v in values}
-    if kinds == {"i", "f"}:
-        kinds = {"f"}
-    if len(kinds) > 1 or kinds & {"", "list", "placeholder"}:
-        raise _invalid(f"Cannot encode a list attr of {sorted(type(v).__name__ for v in values)}; "
-                       f"elements must be of one kind{_where(node, attr)}", node)
-    if not kinds:
-        return
-    kind = kinds.pop()
-    if kind == "tensor":
-        for v in values:
-            fill_tensor_proto(pb.tensor.add(), v)
-    elif kind == "shape":
-        for v in values:
-            fill_shape_proto(pb.shape.add(), v)
-    elif kind == "func":
-        for v in values:
-            f = pb.func.add(name=v.name)
-            for k, a in v.attr.items():
-                _fill_attr(f.attr[k], a, node, attr)
-    else:
-        getattr(pb, kind).extend(_scalar_to_field(kind, v) for v in values)
-
-
-def _decode_s(b: bytes) -> str | bytes:
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return b
-
-
-def _decode_f(f: float) -> float:
-    # AttrValue.f is a float32: give back the shortest float that prints the same, so 0.1 written
-    # returns 0.1 rather than 0.10000000149011612.
-    return float(str(np.float32(f)))
-
-
-def attr_from_proto(pb: graph_pb2.AttrValue, node: str | None = None,
-                    attr: str | None = None) -> Any:
-    """Decode an AttrValue into the python value that ``attr_to_proto`` takes.
-
-    ``s`` becomes str when it is valid UTF-8, else bytes; ``type`` a DType; ``shape`` a
-    TensorShape; ``tensor`` a numpy array; ``func`` a NameAttrList; ``placeholder`` an
-    AttrPlaceholder; ``list`` a python list (empty when no field is set).
-
-    Raises:
-        InvalidArgumentError: no value set, an unsupported dtype, a bad tensor, or a list with
-            more than one kind of element; names the node and attr when given.
-    """
-    which = pb.WhichOneof("value")
-    if which == "list":
-        return _list_from_proto(pb.list, node, attr)
-    if which is None:
-        raise _invalid(f"Attr value is not set{_where(node, attr)}", node)
-    if which == "s":
-        return _decode_s(pb.s)
-    if which == "i":
-        return int(pb.i)
-    if which == "f":
-        return _decode_f(pb.f)
-    if which == "b":
-        return bool(pb.b)
-    if which == "type":
-        return dtype_from_enum(pb.type, node, attr)
-    if which == "shape":
-        return shape_from_proto(pb.shape, node, attr)
-    if which == "tensor":
-        return tensor_from_proto(pb.tensor, node, attr)
-    if which == "func":
-        return _func_from_proto(pb.func, node, attr)
-    return AttrPlaceholder(pb.placeholder)
-
-
-def _func_from_proto(pb: graph_pb2.NameAttrList, node: str | None,
-                     attr: str | None) -> NameAttrList:
-    return NameAttrList(pb.name, {k: attr_from_proto(pb.attr[k], node, f"{attr}.{k}")
-                                  for k in sorted(pb.attr)})
-
-
-def _list_from_proto(pb: graph_pb2.AttrValue.ListValue, node: str | None,
-                     attr: str | None) -> list[Any]:
-    present = [f.name for f, _ in pb.ListFields()]
-    if len(present) > 1:
-        raise _invalid(f"A list attr sets more than one kind of value {present}"
-                       f"{_where(node, attr)}", node)
-    if not present:
-        return []
-    kind = present[0]
-    if kind == "s":
-        return [_decode_s(b) for b in pb.s]
-    if kind == "i":
-        return [int(v) for v in pb.i]
-    if kind == "f":
-        return [_decode_f(v) for v in pb.f]
-    if kind == "b":
-        return [bool(v) for v in pb.b]
-    if kind == "type":
-        return [dtype_from_enum(v, node, attr) for v in pb.type]
-    if kind == "shape":
-        return [shape_from_proto(s, node, attr) for s in pb.shape]
-    if kind == "tensor":
-        return [tensor_from_proto(t, node, attr) for t in pb.tensor]
-    return [_func_from_proto(f, node, attr) for f in pb.func]
-
-
-# ------------------------------------------------------------------------------------ graphs
 
 
 @dataclass(frozen=True)
@@ -341,7 +135,7 @@ def graph_to_proto(graph_def: ir.GraphDef) -> graph_pb2.GraphDef:
     for n in graph_def.nodes:
         npb = pb.node.add(name=n.name, op=n.op, input=list(n.inputs), device=n.device)
         for key, value in n.attrs.items():
-            _fill_attr(npb.attr[key], value, n.name, key)
+            fill_attr(npb.attr[key], value, n.name, key)
     return pb
 
 
@@ -359,11 +153,11 @@ def graph_from_proto(pb: graph_pb2.GraphDef, limits: GraphLimits | None = None) 
     seen: set[str] = set()
     for i, n in enumerate(pb.node):
         if not n.name:
-            raise _invalid(f"Node #{i} (op {n.op or '?'}) has no name")
+            raise invalid(f"Node #{i} (op {n.op or '?'}) has no name")
         if not n.op:
-            raise _invalid(f"Node '{n.name}' has no op", n.name)
+            raise invalid(f"Node '{n.name}' has no op", n.name)
         if n.name in seen:
-            raise _invalid(f"Duplicate node name '{n.name}' in GraphDef", n.name, n.op)
+            raise invalid(f"Duplicate node name '{n.name}' in GraphDef", n.name, n.op)
         seen.add(n.name)
         attrs = {key: attr_from_proto(n.attr[key], n.name, key) for key in sorted(n.attr)}
         nodes.append(ir.NodeDef(n.name, n.op, tuple(n.input), n.device, attrs))
@@ -392,7 +186,7 @@ def graph_from_bytes(data: bytes | bytearray | memoryview,
     try:
         pb.ParseFromString(bytes(data))
     except _PARSE_ERRORS as exc:
-        raise _invalid(f"Malformed GraphDef: {len(data)} bytes do not parse as a binary GraphDef "
+        raise invalid(f"Malformed GraphDef: {len(data)} bytes do not parse as a binary GraphDef "
                        f"({exc})") from None
     return graph_from_proto(pb, limits)
 
@@ -425,14 +219,14 @@ def graph_from_json(text: str | bytes, limits: GraphLimits | None = None, *,
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise _invalid(f"Malformed GraphDef JSON: not UTF-8 ({exc})") from None
+            raise invalid(f"Malformed GraphDef JSON: not UTF-8 ({exc})") from None
     _check_message_size(len(text.encode("utf-8")), limits, "GraphDef JSON")
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise _invalid(f"Malformed GraphDef JSON: {exc}") from None
+        raise invalid(f"Malformed GraphDef JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise _invalid(f"Malformed GraphDef JSON: expected an object, got {type(doc).__name__}")
+        raise invalid(f"Malformed GraphDef JSON: expected an object, got {type(doc).__name__}")
     if ignore_unknown_fields:
         _drop_unknown_fields(doc, graph_pb2.GraphDef.DESCRIPTOR)
     pb = graph_pb2.GraphDef()
@@ -440,7 +234,7 @@ def graph_from_json(text: str | bytes, limits: GraphLimits | None = None, *,
         json_format.ParseDict(doc, pb)
     except (json_format.ParseError, *_PARSE_ERRORS) as exc:
         node = _node_named_in(str(exc), doc)
-        raise _invalid(f"Malformed GraphDef JSON: {exc}{_where(node, None)}", node) from None
+        raise invalid(f"Malformed GraphDef JSON: {exc}{located(node, None)}", node) from None
     return graph_from_proto(pb, limits)
 
 
@@ -500,11 +294,11 @@ def graph_from_text(text: str | bytes, limits: GraphLimits | None = None) -> ir.
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise _invalid(f"Malformed GraphDef text: not UTF-8 ({exc})") from None
+            raise invalid(f"Malformed GraphDef text: not UTF-8 ({exc})") from None
     _check_message_size(len(text.encode("utf-8")), limits, "GraphDef text")
     pb = graph_pb2.GraphDef()
     try:
         text_format.Parse(text, pb)
     except (text_format.ParseError, *_PARSE_ERRORS) as exc:
-        raise _invalid(f"Malformed GraphDef text: {exc}") from None
+        raise invalid(f"Malformed GraphDef text: {exc}") from None
     return graph_from_proto(pb, limits)

@@ -31,11 +31,12 @@ _STRING_ELEMENT_OVERHEAD = 8
 _LITTLE_ENDIAN = sys.byteorder == "little"
 
 
-def _invalid(message: str, node: str | None = None, op: str | None = None) -> errors.OpError:
+def invalid(message: str, node: str | None = None, op: str | None = None) -> errors.OpError:
+    """An InvalidArgumentError naming the node (and op) when known."""
     return errors.InvalidArgumentError(message, node_name=node, op_type=op)
 
 
-def _where(node: str | None, attr: str | None) -> str:
+def located(node: str | None, attr: str | None) -> str:
     """' (node 'x', attr 'value')' for messages, or '' when nothing is known."""
     parts = ([f"node '{node}'"] if node else []) + ([f"attr '{attr}'"] if attr else [])
     return f" ({', '.join(parts)})" if parts else ""
@@ -53,7 +54,7 @@ def dtype_to_enum(dtype: Any) -> int:
     try:
         return dtypes.as_dtype(dtype).enum
     except TypeError as exc:
-        raise _invalid(str(exc)) from exc
+        raise invalid(str(exc)) from exc
 
 
 def dtype_from_enum(enum: int, node: str | None = None, attr: str | None = None) -> DType:
@@ -77,7 +78,7 @@ def dtype_from_enum(enum: int, node: str | None = None, attr: str | None = None)
         name = types_pb2.DataType.Name(enum)
     except ValueError:
         name = "an unknown DataType"
-    raise _invalid(f"Unsupported data type {name} (enum {enum}){_where(node, attr)}", node)
+    raise invalid(f"Unsupported data type {name} (enum {enum}){located(node, attr)}", node)
 
 
 # ------------------------------------------------------------------------------------ shapes
@@ -109,13 +110,13 @@ def shape_from_proto(pb: types_pb2.TensorShapeProto, node: str | None = None,
     """
     if pb.unknown_rank:
         if len(pb.dim):
-            raise _invalid(f"A shape with unknown rank has {len(pb.dim)} dims{_where(node, attr)}",
+            raise invalid(f"A shape with unknown rank has {len(pb.dim)} dims{located(node, attr)}",
                            node)
         return TensorShape(None)
     dims: list[int | None] = []
     for d in pb.dim:
         if d.size < -1:
-            raise _invalid(f"Shape has a dimension of size {d.size}{_where(node, attr)}", node)
+            raise invalid(f"Shape has a dimension of size {d.size}{located(node, attr)}", node)
         dims.append(None if d.size == -1 else d.size)
     return TensorShape(dims)
 
@@ -123,7 +124,7 @@ def shape_from_proto(pb: types_pb2.TensorShapeProto, node: str | None = None,
 def _tensor_dims(pb: types_pb2.TensorProto, node: str | None, attr: str | None) -> tuple[int, ...]:
     shape = shape_from_proto(pb.tensor_shape, node, attr)
     if not shape.is_fully_defined():
-        raise _invalid(f"A tensor must have a fully defined shape, got {shape}{_where(node, attr)}",
+        raise invalid(f"A tensor must have a fully defined shape, got {shape}{located(node, attr)}",
                        node)
     return tuple(shape.dims or ())  # type: ignore[arg-type]
 
@@ -171,7 +172,7 @@ def _element_to_bytes(v: Any) -> bytes:
         return v
     if isinstance(v, str):
         return v.encode("utf-8")
-    raise _invalid(f"A string tensor holds a {type(v).__name__}; only bytes and str are allowed")
+    raise invalid(f"A string tensor holds a {type(v).__name__}; only bytes and str are allowed")
 
 
 def tensor_to_proto(value: Any, dtype: Any = None) -> types_pb2.TensorProto:
@@ -209,7 +210,7 @@ def fill_tensor_proto(pb: types_pb2.TensorProto, value: Any, dtype: Any = None) 
         try:
             dt = dtypes.as_dtype(arr.dtype if arr.dtype.isnative else arr.dtype.newbyteorder("="))
         except TypeError as exc:
-            raise _invalid(f"Cannot encode a tensor of numpy dtype {arr.dtype}: {exc}") from None
+            raise invalid(f"Cannot encode a tensor of numpy dtype {arr.dtype}: {exc}") from None
     pb.dtype = cast("types_pb2.DataType", dt.enum)
     pb.tensor_shape.SetInParent()  # a scalar still carries an (empty) shape, as TensorFlow writes
     for d in arr.shape:
@@ -217,7 +218,7 @@ def fill_tensor_proto(pb: types_pb2.TensorProto, value: Any, dtype: Any = None) 
     if dt is dtypes.string:
         pb.string_val.extend(_element_to_bytes(v) for v in arr.ravel().tolist())
     elif dt is dtypes.resource:
-        raise _invalid("Resource tensors cannot be serialized")
+        raise invalid("Resource tensors cannot be serialized")
     else:
         native = np.ascontiguousarray(arr, dtype=dt.np)
         pb.tensor_content = _swap_if_big_endian(native).tobytes()
@@ -266,18 +267,18 @@ def tensor_from_proto(pb: types_pb2.TensorProto, node: str | None = None,
     dt = dtype_from_enum(pb.dtype, node, attr)
     dims = _tensor_dims(pb, node, attr)
     count = _num_elements(dims)
-    where = _where(node, attr)
+    where = located(node, attr)
     if dt is dtypes.resource:
-        raise _invalid(f"Resource tensors cannot be deserialized{where}", node)
+        raise invalid(f"Resource tensors cannot be deserialized{where}", node)
     if dt is dtypes.string:
         if pb.tensor_content:
-            raise _invalid(f"String tensors in tensor_content are not supported{where}", node)
+            raise invalid(f"String tensors in tensor_content are not supported{where}", node)
         return _fill_values(list(pb.string_val), count, dims, dt, where, node)
     content = pb.tensor_content
     if content:
         expected = count * dt.np.itemsize
         if len(content) != expected:
-            raise _invalid(
+            raise invalid(
                 f"Tensor of dtype {dt.name} and shape {list(dims)} needs {expected} bytes of "
                 f"tensor_content, got {len(content)}{where}", node,
             )
@@ -290,7 +291,7 @@ def tensor_from_proto(pb: types_pb2.TensorProto, node: str | None = None,
     raw = np.fromiter(values, dtype=field_np, count=len(values))
     if dt.is_complex:
         if raw.size % 2:
-            raise _invalid(f"A {dt.name} tensor has an odd number ({raw.size}) of real and "
+            raise invalid(f"A {dt.name} tensor has an odd number ({raw.size}) of real and "
                            f"imaginary parts in {field_name}{where}", node)
         vals = raw.view(dt.np)
     elif dt in (dtypes.float16, dtypes.bfloat16):
@@ -305,7 +306,7 @@ def _fill_values(vals: Any, count: int, dims: tuple[int, ...], dt: DType, where:
     """Values to a tensor of ``count`` elements: the last value repeats; none at all gives zeros."""
     n = len(vals)
     if n > count:
-        raise _invalid(f"Tensor of shape {list(dims)} holds {count} elements but {n} values are "
+        raise invalid(f"Tensor of shape {list(dims)} holds {count} elements but {n} values are "
                        f"given{where}", node)
     if n == count and dt is not dtypes.string:
         return np.asarray(vals, dtype=dt.np).reshape(dims)

@@ -1,4 +1,20 @@
-"""Kernels: plain builders keyed by (op, device type). Importing this registers them all."""
+"""Kernels: plain builders keyed by (op, device type). Importing this registers them all.
+
+Every kernel here is registered for the CPU. Most are written against ``ctx.xp`` (numpy on the CPU),
+so a GPU module could register the same builders with cupy as the array module; none exists yet
+(the earlier GPU registrations named a ``kernels.gpu`` module that was never written, so no GPU
+device ever ran them).
+"""
 
 import tensorgrid.ops
-from tensorgrid.kernels import array, comm, core, data_flow, math, nn, random
+from tensorgrid.kernels import (
+    array,
+    array_index,
+    comm,
+    core,
+    data_flow,
+    math,
+    math_reduce,
+    nn,
+    random,
+)

@@ -1,88 +1,35 @@
-"""Numpy/cupy kernels of the array ops (one builder per op, written against ``ctx.xp``).
+"""Numpy kernels of the array ops (one builder per op, written against ``ctx.xp``).
 
-Shape-like inputs (shapes, axes, perms, paddings) are usually the same constant array at every
-step, so their conversion to python ints is remembered by identity (``memo``).
+Shape-like inputs (shapes, axes, perms, paddings) are converted to python ints once per distinct
+input (``kernels.arguments.memo``). The indexing kernels are in ``kernels.array_index``.
 """
 
 from __future__ import annotations
 
-import inspect
-import operator
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
-from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.kernels.arguments import ints, invalid, memo
 from tensorgrid.ops.array_create import range_size
 
-BOTH = ("CPU", "GPU")
-_T = TypeVar("_T")
-
-
-def ints(v: Any) -> tuple[int, ...]:
-    """A numpy/cupy array or scalar as a tuple of python ints."""
-    return tuple(v.reshape(-1).tolist()) if hasattr(v, "reshape") else (int(v),)
-
-
-def _rememberable(value: Any) -> bool:
-    # a writeable numpy array is a fed value its owner may change in place; constants and
-    # variable values are read-only, and kernels never write their inputs
-    return not (type(value) is np.ndarray and value.flags.writeable)
-
-
-def memo(fn: Callable[..., _T]) -> Callable[..., _T]:
-    """``fn``, remembering its result for the last arguments seen (compared by identity)."""
-    if len(inspect.signature(fn).parameters) == 1:
-        key: Any = None
-        value: Any = None
-
-        def one(a: Any) -> _T:
-            nonlocal key, value
-            if a is key:
-                return value  # type: ignore[no-any-return]
-            v = fn(a)
-            if _rememberable(a):
-                key, value = a, v
-            return v
-
-        return one
-    keys: tuple[Any, ...] = ()
-    result: Any = None
-
-    def many(*args: Any) -> _T:
-        nonlocal keys, result
-        if len(args) == len(keys) and all(map(operator.is_, args, keys)):
-            return result  # type: ignore[no-any-return]
-        v = fn(*args)
-        if all(map(_rememberable, args)):
-            keys, result = args, v
-        return v
-
-    return many
-
-
-def invalid(message: str) -> errors.InvalidArgumentError:
-    """The error a kernel raises for bad input values (the executor adds node, op and device)."""
-    return errors.InvalidArgumentError(message)
-
-
-kernel("ZerosLike", BOTH)(lambda ctx: ctx.xp.zeros_like)
-kernel("OnesLike", BOTH)(lambda ctx: ctx.xp.ones_like)
+kernel("ZerosLike")(lambda ctx: ctx.xp.zeros_like)
+kernel("OnesLike")(lambda ctx: ctx.xp.ones_like)
 
 
 # ------------------------------------------------------------------------------ shapes
 
 
-@kernel("Shape", BOTH)
+@kernel("Shape")
 def _shape(ctx: KernelContext) -> Callable[[Any], Any]:
     dt, xp = ctx.attr("out_type").np, ctx.xp
     return lambda x: xp.asarray(x.shape, dtype=dt)
 
 
-@kernel("ShapeN", BOTH)
+@kernel("ShapeN")
 def _shape_n(ctx: KernelContext) -> Callable[..., Any]:
     dt, xp = ctx.attr("out_type").np, ctx.xp
 
@@ -93,19 +40,19 @@ def _shape_n(ctx: KernelContext) -> Callable[..., Any]:
     return run
 
 
-@kernel("Size", BOTH)
+@kernel("Size")
 def _size(ctx: KernelContext) -> Callable[[Any], Any]:
     dt, xp = ctx.attr("out_type").np, ctx.xp
     return lambda x: xp.asarray(x.size, dtype=dt)
 
 
-@kernel("Rank", BOTH)
+@kernel("Rank")
 def _rank(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     return lambda x: xp.asarray(x.ndim, dtype=np.int32)
 
 
-@kernel("Reshape", BOTH)
+@kernel("Reshape")
 def _reshape(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     target = memo(ints)
 
@@ -121,7 +68,7 @@ def _reshape(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("ExpandDims", BOTH)
+@kernel("ExpandDims")
 def _expand_dims(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     axis = memo(lambda a: ints(a)[0])
@@ -135,7 +82,7 @@ def _expand_dims(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("Squeeze", BOTH)
+@kernel("Squeeze")
 def _squeeze(ctx: KernelContext) -> Callable[[Any], Any]:
     axes = tuple(int(a) for a in ctx.attr("squeeze_dims"))
     xp = ctx.xp
@@ -159,7 +106,7 @@ def _check_perm(p: tuple[int, ...]) -> tuple[int, ...]:
     return p
 
 
-@kernel("Transpose", BOTH)
+@kernel("Transpose")
 def _transpose(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     perm = memo(lambda p: _check_perm(ints(p)))
@@ -174,7 +121,7 @@ def _transpose(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("ConjugateTranspose", BOTH)
+@kernel("ConjugateTranspose")
 def _conjugate_transpose(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     plain = _transpose(ctx)
     if ctx.attr("T").is_complex:
@@ -183,7 +130,7 @@ def _conjugate_transpose(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return plain
 
 
-@kernel("InvertPermutation", BOTH)
+@kernel("InvertPermutation")
 def _invert_permutation(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
 
@@ -200,7 +147,7 @@ def _invert_permutation(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("ReverseV2", BOTH)
+@kernel("ReverseV2")
 def _reverse(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     axes = memo(ints)
@@ -220,26 +167,26 @@ def _reverse(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 # ------------------------------------------------------------------------------ join / split
 
 
-@kernel("ConcatV2", BOTH)
+@kernel("ConcatV2")
 def _concat_v2(ctx: KernelContext) -> Callable[..., Any]:
     xp = ctx.xp
     return lambda *xs: xp.concatenate(xs[:-1], axis=int(xs[-1]))
 
 
-@kernel("Concat", BOTH)
+@kernel("Concat")
 def _concat_v1(ctx: KernelContext) -> Callable[..., Any]:
     xp = ctx.xp
     return lambda axis, *xs: xp.concatenate(xs, axis=int(axis))
 
 
-@kernel("Pack", BOTH)
+@kernel("Pack")
 def _pack(ctx: KernelContext) -> Callable[..., Any]:
     axis = int(ctx.attr("axis"))
     xp = ctx.xp
     return lambda *xs: xp.stack(xs, axis=axis)
 
 
-@kernel("Unpack", BOTH)
+@kernel("Unpack")
 def _unpack(ctx: KernelContext) -> Callable[[Any], Any]:
     axis, num = int(ctx.attr("axis")), int(ctx.attr("num"))
     xp = ctx.xp
@@ -255,7 +202,7 @@ def _unpack(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("Split", BOTH)
+@kernel("Split")
 def _split(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     num = int(ctx.attr("num_split"))
     xp = ctx.xp
@@ -286,7 +233,7 @@ def _split_points(sizes: tuple[int, ...], dim: int) -> list[int]:
     return np.cumsum(sizes[:-1]).tolist()  # type: ignore[no-any-return]
 
 
-@kernel("SplitV", BOTH)
+@kernel("SplitV")
 def _split_v(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
     num = int(ctx.attr("num_split"))
@@ -308,7 +255,7 @@ def _split_v(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
 # ------------------------------------------------------------------------------ tile / pad / fill
 
 
-@kernel("Tile", BOTH)
+@kernel("Tile")
 def _tile(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     reps = memo(ints)
@@ -357,14 +304,14 @@ def _padder(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-@kernel("Pad", BOTH)
+@kernel("Pad")
 def _pad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     run = _padder(ctx)
     fill_value = b"" if ctx.attr("T").np == np.object_ else 0
     return lambda x, paddings: run(x, paddings, fill_value)
 
 
-@kernel("PadV2", BOTH)
+@kernel("PadV2")
 def _pad_v2(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return _padder(ctx)
 
@@ -374,7 +321,7 @@ def _mirror_mode(ctx: KernelContext) -> str:
     return mode.decode() if isinstance(mode, bytes) else str(mode)
 
 
-@kernel("MirrorPad", BOTH)
+@kernel("MirrorPad")
 def _mirror_pad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     mode = _mirror_mode(ctx)
@@ -389,7 +336,7 @@ def _mirror_pad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("MirrorPadGrad", BOTH)
+@kernel("MirrorPadGrad")
 def _mirror_pad_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     """Fold each padded border back onto the entries it mirrored, one dim at a time."""
     xp = ctx.xp
@@ -420,7 +367,7 @@ def _mirror_pad_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("BroadcastTo", BOTH)
+@kernel("BroadcastTo")
 def _broadcast_to(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     target = memo(ints)
@@ -436,7 +383,7 @@ def _broadcast_to(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("Fill", BOTH)
+@kernel("Fill")
 def _fill(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     target = memo(ints)
@@ -452,7 +399,7 @@ def _fill(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("Range", BOTH)
+@kernel("Range")
 def _range(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
     dt = ctx.attr("Tidx").np
@@ -469,7 +416,7 @@ def _range(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-@kernel("OneHot", BOTH)
+@kernel("OneHot")
 def _one_hot(ctx: KernelContext) -> Callable[[Any, Any, Any, Any], Any]:
     xp = ctx.xp
     axis = int(ctx.attr("axis"))
@@ -485,7 +432,3 @@ def _one_hot(ctx: KernelContext) -> Callable[[Any, Any, Any, Any], Any]:
         return xp.where(hot, on, off)
 
     return run
-
-
-# The indexing kernels (slices, gathers, scatters) register from their own module.
-from tensorgrid.kernels import array_index as _array_index  # noqa: E402,F401

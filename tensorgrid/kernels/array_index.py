@@ -1,7 +1,7 @@
-"""Numpy/cupy kernels of the indexing ops: slices, gathers, scatters, segment sums, unique.
+"""Numpy kernels of the indexing ops: slices, gathers, scatters, segment sums, unique.
 
-Indices are checked before use: numpy wraps negative indices around and cupy wraps every index,
-where TensorFlow fails with InvalidArgumentError.
+Indices are checked before use: numpy wraps negative indices around, where TensorFlow fails with
+InvalidArgumentError.
 """
 
 from __future__ import annotations
@@ -13,17 +13,8 @@ import numpy as np
 
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
-from tensorgrid.kernels.array import BOTH, ints, invalid, memo
+from tensorgrid.kernels.arguments import ints, invalid, memo
 from tensorgrid.ops.array_index import SLICE_MASKS, dense_slice, numpy_index
-
-
-def _add_at(xp: Any) -> Callable[[Any, Any, Any], None]:
-    """Unbuffered ``out[idx] += values`` (repeated indices add up) for numpy or cupy."""
-    if xp is np:
-        return np.add.at  # type: ignore[no-any-return]
-    import cupyx  # type: ignore[import-not-found]
-
-    return cupyx.scatter_add  # type: ignore[no-any-return]
 
 
 def _first_bad(bad: Any) -> tuple[int, ...]:
@@ -35,7 +26,7 @@ def _first_bad(bad: Any) -> tuple[int, ...]:
 # ------------------------------------------------------------------------------ slices
 
 
-@kernel("Slice", BOTH)
+@kernel("Slice")
 def _slice(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     spec = memo(lambda b, s: (ints(b), ints(s)))
     last: list[Any] = [None, None, None]  # spec, input shape -> index
@@ -82,7 +73,7 @@ def _slice_planner(ctx: KernelContext) -> Callable[..., tuple[Any, ...]]:
     return memo(plan)
 
 
-@kernel("StridedSlice", BOTH)
+@kernel("StridedSlice")
 def _strided_slice(ctx: KernelContext) -> Callable[[Any, Any, Any, Any], Any]:
     plan = _slice_planner(ctx)
 
@@ -96,7 +87,7 @@ def _strided_slice(ctx: KernelContext) -> Callable[[Any, Any, Any, Any], Any]:
     return run
 
 
-@kernel("StridedSliceGrad", BOTH)
+@kernel("StridedSliceGrad")
 def _strided_slice_grad(ctx: KernelContext) -> Callable[..., Any]:
     xp = ctx.xp
     plan = _slice_planner(ctx)
@@ -167,14 +158,14 @@ def _gather(xp: Any, params: Any, indices: Any, axis: int, batch_dims: int) -> A
     return xp.transpose(picked, perm)
 
 
-@kernel("GatherV2", BOTH)
+@kernel("GatherV2")
 def _gather_v2(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
     batch_dims = int(ctx.attr("batch_dims"))
     return lambda params, indices, axis: _gather(xp, params, indices, int(axis), batch_dims)
 
 
-@kernel("Gather", BOTH)
+@kernel("Gather")
 def _gather_v1(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     return lambda params, indices: _gather(xp, params, indices, 0, 0)
@@ -191,7 +182,7 @@ def _check_nd(xp: Any, indices: Any, dims: tuple[int, ...], what: str) -> None:
                       f"{list(dims)}")
 
 
-@kernel("GatherNd", BOTH)
+@kernel("GatherNd")
 def _gather_nd(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
 
@@ -210,10 +201,10 @@ def _gather_nd(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("ScatterNd", BOTH)
+@kernel("ScatterNd")
 def _scatter_nd(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
-    add_at = _add_at(xp)
+    add_at = np.add.at  # unbuffered: repeated indices add up
     target = memo(ints)
 
     def run(indices: Any, updates: Any, shape: Any) -> Any:
@@ -230,10 +221,10 @@ def _scatter_nd(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-@kernel("UnsortedSegmentSum", BOTH)
+@kernel("UnsortedSegmentSum")
 def _unsorted_segment_sum(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
-    add_at = _add_at(xp)
+    add_at = np.add.at  # unbuffered: repeated indices add up
 
     def run(data: Any, ids: Any, num_segments: Any) -> Any:
         n = int(num_segments)
@@ -260,7 +251,7 @@ def _unsorted_segment_sum(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-@kernel("Unique", BOTH)
+@kernel("Unique")
 def _unique(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     out_idx = ctx.attr("out_idx").np

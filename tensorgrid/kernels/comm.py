@@ -12,9 +12,7 @@ from tensorgrid.core import errors
 from tensorgrid.core.device import task_of
 from tensorgrid.core.registry import AsyncKernel, KernelContext, StepKernel
 from tensorgrid.core.registry import register_kernel as kernel
-from tensorgrid.runtime.rendezvous import make_key
-
-BOTH = ("CPU", "GPU")
+from tensorgrid.core.rendezvous_key import make_key
 
 
 def _key(ctx: KernelContext) -> str:
@@ -22,7 +20,7 @@ def _key(ctx: KernelContext) -> str:
                     ctx.attr("recv_device"), ctx.attr("tensor_name"))
 
 
-@kernel("_Send", BOTH)
+@kernel("_Send")
 def _send(ctx: KernelContext) -> StepKernel:
     key = _key(ctx)
 
@@ -36,7 +34,7 @@ def _send(ctx: KernelContext) -> StepKernel:
     return StepKernel(run)
 
 
-@kernel("_Recv", BOTH)
+@kernel("_Recv")
 def _recv(ctx: KernelContext) -> AsyncKernel:
     key = _key(ctx)
     src_task = task_of(ctx.attr("send_device"))

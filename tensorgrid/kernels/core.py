@@ -1,5 +1,4 @@
-"""Kernels of the core ops and of the variable ops (CPU with numpy, GPU with cupy: one builder each,
-written against ``ctx.xp``)."""
+"""Kernels of the core ops and of the variable ops (numpy, written against ``ctx.xp``)."""
 
 from __future__ import annotations
 
@@ -12,9 +11,7 @@ from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext, StepKernel
 from tensorgrid.core.registry import register_kernel as kernel
 from tensorgrid.core.shapes import as_shape
-from tensorgrid.runtime.resources import Var, VarRef
-
-BOTH = ("CPU", "GPU")
+from tensorgrid.core.variable import Var, VarRef
 
 
 def freeze(value: Any) -> Any:
@@ -29,17 +26,13 @@ def _identity(x: Any) -> Any:
     return x
 
 
-@kernel("Const", BOTH)
+@kernel("Const")
 def _const(ctx: KernelContext) -> Callable[[], Any]:
-    value = ctx.attr("value")
-    if ctx.device_type == "GPU":
-        value = ctx.xp.asarray(value)
-    else:
-        value = freeze(value.view())
+    value = freeze(ctx.attr("value").view())
     return lambda: value
 
 
-@kernel("Placeholder", BOTH)
+@kernel("Placeholder")
 def _placeholder(ctx: KernelContext) -> Callable[[], Any]:
     dtype = ctx.attr("dtype")
     shape = as_shape(ctx.attr("shape"))
@@ -55,15 +48,15 @@ def _placeholder(ctx: KernelContext) -> Callable[[], Any]:
 
 
 for _op in ("Identity", "Snapshot", "StopGradient", "PreventGradient", "PlaceholderWithDefault"):
-    kernel(_op, BOTH)(lambda ctx: _identity)
+    kernel(_op)(lambda ctx: _identity)
 
 
-@kernel("IdentityN", BOTH)
+@kernel("IdentityN")
 def _identity_n(ctx: KernelContext) -> Callable[..., Any]:
     return lambda *xs: tuple(xs)
 
 
-@kernel("NoOp", BOTH)
+@kernel("NoOp")
 def _no_op(ctx: KernelContext) -> Callable[[], None]:
     return lambda: None
 
@@ -82,14 +75,14 @@ def _retval(ctx: KernelContext) -> StepKernel:
     return StepKernel(run)
 
 
-kernel("_Arg", BOTH)(_arg)
-kernel("_Retval", BOTH)(_retval)
+kernel("_Arg")(_arg)
+kernel("_Retval")(_retval)
 
 
 # ------------------------------------------------------------------------------ variables
 
 
-@kernel("VariableV2", BOTH)
+@kernel("VariableV2")
 def _variable(ctx: KernelContext) -> Callable[[], VarRef]:
     name = ctx.attr("shared_name") or ctx.name
     var = ctx.resources.variable(ctx.attr("container"), name, ctx.attr("dtype"),
@@ -109,7 +102,7 @@ def _check_value(ctx: KernelContext, var: Var, value: Any, validate: bool) -> No
                         f"{list(var.shape.dims)} rhs shape= {list(value.shape)} (variable {var.name})")
 
 
-@kernel("Assign", BOTH)
+@kernel("Assign")
 def _assign(ctx: KernelContext) -> Callable[[VarRef, Any], VarRef]:
     validate = bool(ctx.attr("validate_shape"))
     xp = ctx.xp
@@ -140,11 +133,11 @@ def _update(ctx: KernelContext, fn: Callable[[Any, Any], Any]) -> Callable[[VarR
     return run
 
 
-kernel("AssignAdd", BOTH)(lambda ctx: _update(ctx, lambda a, b: a + b))
-kernel("AssignSub", BOTH)(lambda ctx: _update(ctx, lambda a, b: a - b))
+kernel("AssignAdd")(lambda ctx: _update(ctx, lambda a, b: a + b))
+kernel("AssignSub")(lambda ctx: _update(ctx, lambda a, b: a - b))
 
 
-@kernel("IsVariableInitialized", BOTH)
+@kernel("IsVariableInitialized")
 def _is_initialized(ctx: KernelContext) -> Callable[[VarRef], Any]:
     return lambda ref: np.bool_(ref.var.initialized)
 
@@ -167,12 +160,12 @@ def _apply(ctx: KernelContext, num_refs: int, rule: Callable[..., tuple[Any, ...
     return run
 
 
-@kernel("ApplyGradientDescent", BOTH)
+@kernel("ApplyGradientDescent")
 def _apply_gd(ctx: KernelContext) -> Any:
     return _apply(ctx, 1, lambda var, alpha, delta: (var - alpha * delta,))
 
 
-@kernel("ApplyMomentum", BOTH)
+@kernel("ApplyMomentum")
 def _apply_momentum(ctx: KernelContext) -> Any:
     nesterov = bool(ctx.attr("use_nesterov"))
 
@@ -185,7 +178,7 @@ def _apply_momentum(ctx: KernelContext) -> Any:
     return _apply(ctx, 2, rule)
 
 
-@kernel("ApplyAdam", BOTH)
+@kernel("ApplyAdam")
 def _apply_adam(ctx: KernelContext) -> Any:
     nesterov = bool(ctx.attr("use_nesterov"))
     xp = ctx.xp
@@ -201,7 +194,7 @@ def _apply_adam(ctx: KernelContext) -> Any:
     return _apply(ctx, 3, rule)
 
 
-@kernel("ApplyAdagrad", BOTH)
+@kernel("ApplyAdagrad")
 def _apply_adagrad(ctx: KernelContext) -> Any:
     update_slots = bool(ctx.attr("update_slots"))
     xp = ctx.xp
@@ -214,7 +207,7 @@ def _apply_adagrad(ctx: KernelContext) -> Any:
     return _apply(ctx, 2, rule)
 
 
-@kernel("ApplyRMSProp", BOTH)
+@kernel("ApplyRMSProp")
 def _apply_rmsprop(ctx: KernelContext) -> Any:
     xp = ctx.xp
 
@@ -227,7 +220,7 @@ def _apply_rmsprop(ctx: KernelContext) -> Any:
     return _apply(ctx, 3, rule)
 
 
-@kernel("ApplyCenteredRMSProp", BOTH)
+@kernel("ApplyCenteredRMSProp")
 def _apply_centered_rmsprop(ctx: KernelContext) -> Any:
     xp = ctx.xp
 

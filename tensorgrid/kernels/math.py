@@ -1,9 +1,9 @@
-"""Numpy/cupy kernels of the math ops (one builder per op, written against ``ctx.xp``).
+"""Numpy kernels of the math ops (one builder per op, written against ``ctx.xp``).
 
 Each kernel returns exactly the dtype its op's inference promised. Where numpy would promote (a
 python float times a bfloat16 array gives float32; ``mean`` of integers gives float64) the builder
 prepares constants of the node's dtype, or accumulates half-precision values in float32 and casts
-the result back, as TensorFlow's kernels do.
+the result back, as TensorFlow's kernels do. The reductions and scans are in ``math_reduce``.
 """
 
 from __future__ import annotations
@@ -16,81 +16,72 @@ import numpy as np
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.kernels.arguments import ints
 
-BOTH = ("CPU", "GPU")
-_HALF = (dtypes.float16, dtypes.bfloat16)
+HALF = (dtypes.float16, dtypes.bfloat16)  # accumulated in float32
 
 
-def _dtype(ctx: KernelContext, attr: str = "T") -> dtypes.DType:
+def node_dtype(ctx: KernelContext, attr: str = "T") -> dtypes.DType:
+    """The dtype in the node's attr ``attr`` (its ``T`` by default)."""
     return dtypes.as_dtype(ctx.attr(attr))
 
 
 def _scalar(ctx: KernelContext, value: float) -> Any:
     """``value`` as a 0-d array of the node's dtype T, so arithmetic with it keeps that dtype."""
-    return ctx.xp.asarray(value, dtype=_dtype(ctx).np)
-
-
-def _is_cacheable(a: Any) -> bool:
-    # Constants and variable values are read-only numpy arrays (or device arrays that nothing
-    # writes in place); a writeable numpy array may be a feed the caller reuses and changes.
-    return not (isinstance(a, np.ndarray) and a.flags.writeable)
-
-
-def _int_list(a: Any) -> list[int]:
-    return [int(v) for v in a.reshape(-1).tolist()]
+    return ctx.xp.asarray(value, dtype=node_dtype(ctx).np)
 
 
 # ---------------------------------------------------------------------------- elementwise
 
-kernel("AddV2", BOTH)(lambda ctx: ctx.xp.add)
-kernel("Add", BOTH)(lambda ctx: ctx.xp.add)  # also concatenates strings (object arrays)
-kernel("Sub", BOTH)(lambda ctx: ctx.xp.subtract)
-kernel("Mul", BOTH)(lambda ctx: ctx.xp.multiply)
-kernel("Maximum", BOTH)(lambda ctx: ctx.xp.maximum)
-kernel("Minimum", BOTH)(lambda ctx: ctx.xp.minimum)
-kernel("Neg", BOTH)(lambda ctx: ctx.xp.negative)
-kernel("Abs", BOTH)(lambda ctx: ctx.xp.absolute)
-kernel("Sign", BOTH)(lambda ctx: ctx.xp.sign)
-kernel("Square", BOTH)(lambda ctx: ctx.xp.square)
-kernel("Sqrt", BOTH)(lambda ctx: ctx.xp.sqrt)
-kernel("Exp", BOTH)(lambda ctx: ctx.xp.exp)
-kernel("Log", BOTH)(lambda ctx: ctx.xp.log)
-kernel("Log1p", BOTH)(lambda ctx: ctx.xp.log1p)
-kernel("Sin", BOTH)(lambda ctx: ctx.xp.sin)
-kernel("Cos", BOTH)(lambda ctx: ctx.xp.cos)
-kernel("Tanh", BOTH)(lambda ctx: ctx.xp.tanh)
-kernel("Reciprocal", BOTH)(lambda ctx: ctx.xp.reciprocal)
-kernel("Floor", BOTH)(lambda ctx: ctx.xp.floor)
-kernel("Ceil", BOTH)(lambda ctx: ctx.xp.ceil)
-kernel("Conj", BOTH)(lambda ctx: ctx.xp.conj)
-kernel("IsFinite", BOTH)(lambda ctx: ctx.xp.isfinite)
-kernel("IsNan", BOTH)(lambda ctx: ctx.xp.isnan)
-kernel("IsInf", BOTH)(lambda ctx: ctx.xp.isinf)
-kernel("Equal", BOTH)(lambda ctx: ctx.xp.equal)
-kernel("NotEqual", BOTH)(lambda ctx: ctx.xp.not_equal)
-kernel("Less", BOTH)(lambda ctx: ctx.xp.less)
-kernel("LessEqual", BOTH)(lambda ctx: ctx.xp.less_equal)
-kernel("Greater", BOTH)(lambda ctx: ctx.xp.greater)
-kernel("GreaterEqual", BOTH)(lambda ctx: ctx.xp.greater_equal)
-kernel("LogicalAnd", BOTH)(lambda ctx: ctx.xp.logical_and)
-kernel("LogicalOr", BOTH)(lambda ctx: ctx.xp.logical_or)
-kernel("LogicalNot", BOTH)(lambda ctx: ctx.xp.logical_not)
+kernel("AddV2")(lambda ctx: ctx.xp.add)
+kernel("Add")(lambda ctx: ctx.xp.add)  # also concatenates strings (object arrays)
+kernel("Sub")(lambda ctx: ctx.xp.subtract)
+kernel("Mul")(lambda ctx: ctx.xp.multiply)
+kernel("Maximum")(lambda ctx: ctx.xp.maximum)
+kernel("Minimum")(lambda ctx: ctx.xp.minimum)
+kernel("Neg")(lambda ctx: ctx.xp.negative)
+kernel("Abs")(lambda ctx: ctx.xp.absolute)
+kernel("Sign")(lambda ctx: ctx.xp.sign)
+kernel("Square")(lambda ctx: ctx.xp.square)
+kernel("Sqrt")(lambda ctx: ctx.xp.sqrt)
+kernel("Exp")(lambda ctx: ctx.xp.exp)
+kernel("Log")(lambda ctx: ctx.xp.log)
+kernel("Log1p")(lambda ctx: ctx.xp.log1p)
+kernel("Sin")(lambda ctx: ctx.xp.sin)
+kernel("Cos")(lambda ctx: ctx.xp.cos)
+kernel("Tanh")(lambda ctx: ctx.xp.tanh)
+kernel("Reciprocal")(lambda ctx: ctx.xp.reciprocal)
+kernel("Floor")(lambda ctx: ctx.xp.floor)
+kernel("Ceil")(lambda ctx: ctx.xp.ceil)
+kernel("Conj")(lambda ctx: ctx.xp.conj)
+kernel("IsFinite")(lambda ctx: ctx.xp.isfinite)
+kernel("IsNan")(lambda ctx: ctx.xp.isnan)
+kernel("IsInf")(lambda ctx: ctx.xp.isinf)
+kernel("Equal")(lambda ctx: ctx.xp.equal)
+kernel("NotEqual")(lambda ctx: ctx.xp.not_equal)
+kernel("Less")(lambda ctx: ctx.xp.less)
+kernel("LessEqual")(lambda ctx: ctx.xp.less_equal)
+kernel("Greater")(lambda ctx: ctx.xp.greater)
+kernel("GreaterEqual")(lambda ctx: ctx.xp.greater_equal)
+kernel("LogicalAnd")(lambda ctx: ctx.xp.logical_and)
+kernel("LogicalOr")(lambda ctx: ctx.xp.logical_or)
+kernel("LogicalNot")(lambda ctx: ctx.xp.logical_not)
 
 
-@kernel("Round", BOTH)
+@kernel("Round")
 def _round(ctx: KernelContext) -> Callable[[Any], Any]:
-    if _dtype(ctx).is_integer:
+    if node_dtype(ctx).is_integer:
         return lambda x: x
     return ctx.xp.rint  # type: ignore[no-any-return]  # half to even, as TensorFlow
 
 
-@kernel("Rsqrt", BOTH)
+@kernel("Rsqrt")
 def _rsqrt(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     return lambda x: xp.reciprocal(xp.sqrt(x))
 
 
-@kernel("Sigmoid", BOTH)
+@kernel("Sigmoid")
 def _sigmoid(ctx: KernelContext) -> Callable[[Any], Any]:
     # 1 / (1 + exp(-x)): exp overflowing to inf gives exactly 0, and tiny results keep their
     # relative precision (a tanh form would cancel). The temporaries are reused in place.
@@ -108,10 +99,10 @@ def _sigmoid(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("SquaredDifference", BOTH)
+@kernel("SquaredDifference")
 def _squared_difference(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
-    if _dtype(ctx).is_complex:  # TensorFlow: (x - y) * conj(x - y)
+    if node_dtype(ctx).is_complex:  # TensorFlow: (x - y) * conj(x - y)
         def run_complex(x: Any, y: Any) -> Any:
             d = xp.subtract(x, y)
             return d * xp.conj(d)
@@ -120,10 +111,10 @@ def _squared_difference(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return lambda x, y: xp.square(xp.subtract(x, y))
 
 
-@kernel("Pow", BOTH)
+@kernel("Pow")
 def _pow(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
-    if not _dtype(ctx).is_integer:
+    if not node_dtype(ctx).is_integer:
         return xp.power  # type: ignore[no-any-return]
 
     def run(x: Any, y: Any) -> Any:
@@ -148,7 +139,7 @@ def _nonzero_divisor(ctx: KernelContext) -> Callable[[Any], None]:
     return check
 
 
-def _truncate_div(xp: Any, x: Any, y: Any) -> Any:
+def truncate_div(xp: Any, x: Any, y: Any) -> Any:
     """Integer division rounding toward zero (C semantics) without going through floats."""
     q = xp.floor_divide(x, y)
     # floor and trunc differ where the division is inexact and the signs differ
@@ -169,7 +160,7 @@ def _int_divider(ctx: KernelContext, fn: Callable[[Any, Any], Any]) -> Callable[
 def _div_kernel(truncating: Callable[[KernelContext], Callable[[Any, Any], Any]],
                 floating: Callable[[KernelContext], Callable[[Any, Any], Any]]) -> Any:
     def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        if _dtype(ctx).is_integer:
+        if node_dtype(ctx).is_integer:
             return _int_divider(ctx, truncating(ctx))
         return floating(ctx)
 
@@ -178,9 +169,9 @@ def _div_kernel(truncating: Callable[[KernelContext], Callable[[Any, Any], Any]]
 
 def _trunc(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
-    if _dtype(ctx).is_unsigned:
+    if node_dtype(ctx).is_unsigned:
         return xp.floor_divide  # type: ignore[no-any-return]
-    return lambda x, y: _truncate_div(xp, x, y)
+    return lambda x, y: truncate_div(xp, x, y)
 
 
 def _floor_float(ctx: KernelContext) -> Callable[[Any, Any], Any]:
@@ -194,42 +185,42 @@ def _trunc_float(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 
 
 # RealDiv and the legacy Div divide integers truncating (C), as TensorFlow's kernels do.
-kernel("RealDiv", BOTH)(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
-kernel("Div", BOTH)(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
-kernel("TruncateDiv", BOTH)(_div_kernel(_trunc, _trunc_float))
-kernel("FloorDiv", BOTH)(_div_kernel(lambda ctx: ctx.xp.floor_divide, _floor_float))
-kernel("FloorMod", BOTH)(_div_kernel(lambda ctx: ctx.xp.remainder, lambda ctx: ctx.xp.remainder))
-kernel("TruncateMod", BOTH)(_div_kernel(lambda ctx: ctx.xp.fmod, lambda ctx: ctx.xp.fmod))
+kernel("RealDiv")(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
+kernel("Div")(_div_kernel(_trunc, lambda ctx: ctx.xp.true_divide))
+kernel("TruncateDiv")(_div_kernel(_trunc, _trunc_float))
+kernel("FloorDiv")(_div_kernel(lambda ctx: ctx.xp.floor_divide, _floor_float))
+kernel("FloorMod")(_div_kernel(lambda ctx: ctx.xp.remainder, lambda ctx: ctx.xp.remainder))
+kernel("TruncateMod")(_div_kernel(lambda ctx: ctx.xp.fmod, lambda ctx: ctx.xp.fmod))
 
 
 # ---------------------------------------------------------------------------- gradient helpers
 
 
-@kernel("SigmoidGrad", BOTH)
+@kernel("SigmoidGrad")
 def _sigmoid_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     one = _scalar(ctx, 1)
     return lambda y, dy: dy * y * (one - y)
 
 
-@kernel("TanhGrad", BOTH)
+@kernel("TanhGrad")
 def _tanh_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     one = _scalar(ctx, 1)
     return lambda y, dy: dy * (one - y * y)
 
 
-@kernel("RsqrtGrad", BOTH)
+@kernel("RsqrtGrad")
 def _rsqrt_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     c = _scalar(ctx, -0.5)
     return lambda y, dy: dy * (c * y * y * y)
 
 
-@kernel("SqrtGrad", BOTH)
+@kernel("SqrtGrad")
 def _sqrt_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     half = _scalar(ctx, 0.5)
     return lambda y, dy: dy * half / y
 
 
-@kernel("ReciprocalGrad", BOTH)
+@kernel("ReciprocalGrad")
 def _reciprocal_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return lambda y, dy: -dy * y * y
 
@@ -237,7 +228,7 @@ def _reciprocal_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 # ---------------------------------------------------------------------------- n-ary, selection
 
 
-@kernel("AddN", BOTH)
+@kernel("AddN")
 def _add_n(ctx: KernelContext) -> Callable[..., Any]:
     xp = ctx.xp
 
@@ -252,12 +243,12 @@ def _add_n(ctx: KernelContext) -> Callable[..., Any]:
     return run
 
 
-@kernel("SelectV2", BOTH)
+@kernel("SelectV2")
 def _select_v2(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return ctx.xp.where  # type: ignore[no-any-return]
 
 
-@kernel("Select", BOTH)
+@kernel("Select")
 def _select(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
 
@@ -277,13 +268,13 @@ def _select(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-@kernel("Where", BOTH)
+@kernel("Where")
 def _where(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     return lambda x: xp.argwhere(x).astype(np.int64, copy=False)
 
 
-@kernel("ClipByValue", BOTH)
+@kernel("ClipByValue")
 def _clip_by_value(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
     # minimum then maximum (not xp.clip): keeps the dtype for bfloat16 and mirrors TF1's composite
@@ -312,14 +303,14 @@ def broadcast_reduction_axes(s0: list[int], s1: list[int]) -> tuple[list[int], l
     return r0, r1
 
 
-@kernel("BroadcastGradientArgs", BOTH)
+@kernel("BroadcastGradientArgs")
 def _broadcast_gradient_args(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     # Shapes are host values on every device, as Shape's outputs are.
-    dt = _dtype(ctx).np
+    dt = node_dtype(ctx).np
 
     def run(s0: Any, s1: Any) -> tuple[Any, Any]:
         try:
-            r0, r1 = broadcast_reduction_axes(_int_list(s0), _int_list(s1))
+            r0, r1 = broadcast_reduction_axes(list(ints(s0)), list(ints(s1)))
         except errors.InvalidArgumentError as exc:
             raise ctx.error(errors.InvalidArgumentError, exc.message) from None
         return np.array(r0, dtype=dt), np.array(r1, dtype=dt)
@@ -331,16 +322,16 @@ def _broadcast_gradient_args(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 
 
 def _upcast_half(ctx: KernelContext, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """On CPU, multiply half-precision matrices in float32 (numpy has no half BLAS; TF accumulates
-    in float32 too) and round the result back."""
-    dt = _dtype(ctx)
-    if ctx.device_type != "CPU" or dt not in _HALF:
+    """Multiply half-precision matrices in float32 (numpy has no half BLAS; TF accumulates in
+    float32 too) and round the result back."""
+    dt = node_dtype(ctx)
+    if dt not in HALF:
         return fn
     f32 = np.float32
     return lambda a, b: fn(a.astype(f32), b.astype(f32)).astype(dt.np)
 
 
-@kernel("MatMul", BOTH)
+@kernel("MatMul")
 def _matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     ta, tb = bool(ctx.attr("transpose_a")), bool(ctx.attr("transpose_b"))
     xp = ctx.xp
@@ -352,7 +343,7 @@ def _matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
 def _batch_matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     adj_x, adj_y = bool(ctx.attr("adj_x")), bool(ctx.attr("adj_y"))
     xp = ctx.xp
-    cplx = _dtype(ctx).is_complex
+    cplx = node_dtype(ctx).is_complex
 
     def adjoint(m: Any) -> Any:
         m = xp.swapaxes(m, -1, -2)
@@ -364,10 +355,10 @@ def _batch_matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
                                                     adjoint(b) if adj_y else b))
 
 
-kernel("BatchMatMulV2", BOTH)(_batch_matmul)
+kernel("BatchMatMulV2")(_batch_matmul)
 
 
-@kernel("BatchMatMul", BOTH)
+@kernel("BatchMatMul")
 def _batch_matmul_v1(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     run = _batch_matmul(ctx)
 
@@ -380,9 +371,9 @@ def _batch_matmul_v1(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return checked
 
 
-@kernel("Cast", BOTH)
+@kernel("Cast")
 def _cast(ctx: KernelContext) -> Callable[[Any], Any]:
-    dst = _dtype(ctx, "DstT")
+    dst = node_dtype(ctx, "DstT")
     src = ctx.attr("SrcT", None)
     if src is not None and dtypes.as_dtype(src) is dst:
         return lambda x: x
@@ -396,195 +387,3 @@ def _cast(ctx: KernelContext) -> Callable[[Any], Any]:
         return x.astype(np_dt)
 
     return run
-
-
-# ---------------------------------------------------------------------------- reductions
-
-
-def _axes_reader(ctx: KernelContext) -> Callable[[Any, int], tuple[int, ...]]:
-    """Reads a reduction's axes input as sorted, distinct, non-negative python ints.
-
-    The axes are nearly always the same constant array every step, so the last conversion is kept
-    and reused while the same (read-only) object comes back.
-    """
-    last: list[tuple[Any, int, tuple[int, ...]]] = [(None, -1, ())]
-
-    def read(axes: Any, ndim: int) -> tuple[int, ...]:
-        obj, nd, val = last[0]
-        if axes is obj and nd == ndim:
-            return val
-        norm = set()
-        for a in _int_list(axes):
-            if not -ndim <= a < ndim:
-                raise ctx.error(errors.InvalidArgumentError,
-                                f"Invalid reduction dimension ({a} for input with {ndim} "
-                                f"dimension(s)")
-            norm.add(a % ndim)
-        val = tuple(sorted(norm))
-        if _is_cacheable(axes):
-            last[0] = (axes, ndim, val)  # one assignment: concurrent steps see a consistent pair
-        return val
-
-    return read
-
-
-def _accumulator(dt: dtypes.DType) -> Any:
-    """The numpy dtype to sum or multiply in: float32 for half types, else the dtype itself."""
-    return np.float32 if dt in _HALF else dt.np
-
-
-def _sum_like(reduce_name: str) -> Callable[[KernelContext], Callable[[Any, Any], Any]]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        keep = bool(ctx.attr("keep_dims"))
-        xp = ctx.xp
-        fn = getattr(xp, reduce_name)
-        axes_of = _axes_reader(ctx)
-        dt = _dtype(ctx)
-        acc = _accumulator(dt)
-        if acc is dt.np:
-            return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep, dtype=acc)
-        out = dt.np
-        return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep,
-                                  dtype=acc).astype(out)
-
-    return build
-
-
-kernel("Sum", BOTH)(_sum_like("sum"))
-kernel("Prod", BOTH)(_sum_like("prod"))
-
-
-@kernel("Mean", BOTH)
-def _mean(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-    keep = bool(ctx.attr("keep_dims"))
-    xp = ctx.xp
-    axes_of = _axes_reader(ctx)
-    dt = _dtype(ctx)
-    acc, out = _accumulator(dt), dt.np
-
-    def run(x: Any, axes: Any) -> Any:
-        ax = axes_of(axes, x.ndim)
-        count = 1
-        for a in ax:
-            count *= x.shape[a]
-        s = xp.sum(x, axis=ax, keepdims=keep, dtype=acc)
-        if dt.is_integer:  # TensorFlow's integer mean: the sum divided truncating, in the dtype
-            n = xp.asarray(max(count, 1), dtype=out)
-            return xp.floor_divide(s, n) if dt.is_unsigned else _truncate_div(xp, s, n)
-        return xp.true_divide(s, count).astype(out, copy=False)
-
-    return run
-
-
-def _extremum(reduce_name: str, lowest: bool) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        keep = bool(ctx.attr("keep_dims"))
-        xp = ctx.xp
-        fn = getattr(xp, reduce_name)
-        axes_of = _axes_reader(ctx)
-        dt = _dtype(ctx)
-        # the identity of the reduction, which TensorFlow returns over an empty axis
-        if dt.is_floating:
-            identity: Any = -np.inf if lowest else np.inf
-        else:
-            identity = dt.min if lowest else dt.max
-
-        def run(x: Any, axes: Any) -> Any:
-            ax = axes_of(axes, x.ndim)
-            if x.size == 0 and any(x.shape[a] == 0 for a in ax):
-                shape = tuple(1 if i in ax else d for i, d in enumerate(x.shape)) if keep else \
-                    tuple(d for i, d in enumerate(x.shape) if i not in ax)
-                return xp.full(shape, identity, dtype=dt.np)
-            return fn(x, axis=ax, keepdims=keep)
-
-        return run
-
-    return build
-
-
-kernel("Max", BOTH)(_extremum("max", lowest=True))
-kernel("Min", BOTH)(_extremum("min", lowest=False))
-
-
-def _logical_reduction(reduce_name: str) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        keep = bool(ctx.attr("keep_dims"))
-        fn = getattr(ctx.xp, reduce_name)
-        axes_of = _axes_reader(ctx)
-        return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep)
-
-    return build
-
-
-kernel("Any", BOTH)(_logical_reduction("any"))
-kernel("All", BOTH)(_logical_reduction("all"))
-
-
-def _axis_reader(ctx: KernelContext) -> Callable[[Any, int], int]:
-    """Reads a scalar axis input (ArgMax's dimension, Cumsum's axis) as a non-negative int."""
-    read = _axes_reader(ctx)
-
-    def axis_of(a: Any, ndim: int) -> int:
-        if a.size != 1:
-            raise ctx.error(errors.InvalidArgumentError, f"axis must be a scalar, got {a!r}")
-        if ndim == 0:
-            raise ctx.error(errors.InvalidArgumentError, "the input must have rank >= 1")
-        return read(a, ndim)[0]
-
-    return axis_of
-
-
-def _arg_extremum(reduce_name: str) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        fn = getattr(ctx.xp, reduce_name)
-        axis_of = _axis_reader(ctx)
-        out = _dtype(ctx, "output_type").np
-
-        def run(x: Any, dim: Any) -> Any:
-            a = axis_of(dim, x.ndim)
-            if x.shape[a] == 0:
-                raise ctx.error(errors.InvalidArgumentError,
-                                f"Reduction axis {a} is empty in shape {list(x.shape)}")
-            return fn(x, axis=a).astype(out, copy=False)
-
-        return run
-
-    return build
-
-
-kernel("ArgMax", BOTH)(_arg_extremum("argmax"))
-kernel("ArgMin", BOTH)(_arg_extremum("argmin"))
-
-
-def _scan(scan_name: str, identity: int) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
-        exclusive, reverse = bool(ctx.attr("exclusive")), bool(ctx.attr("reverse"))
-        xp = ctx.xp
-        fn = getattr(xp, scan_name)
-        axis_of = _axis_reader(ctx)
-        dt = _dtype(ctx)
-        acc, out = _accumulator(dt), dt.np
-
-        def run(x: Any, axis: Any) -> Any:
-            a = axis_of(axis, x.ndim)
-            if reverse:
-                x = xp.flip(x, a)
-            r = fn(x, axis=a, dtype=acc)
-            if exclusive and x.shape[a]:
-                # shift by one along the axis: the first result is the identity
-                shifted = xp.empty_like(r)
-                head = (slice(None),) * a
-                shifted[(*head, slice(0, 1))] = identity
-                shifted[(*head, slice(1, None))] = r[(*head, slice(0, -1))]
-                r = shifted
-            if reverse:
-                r = xp.flip(r, a)
-            return r.astype(out, copy=False)
-
-        return run
-
-    return build
-
-
-kernel("Cumsum", BOTH)(_scan("cumsum", 0))
-kernel("Cumprod", BOTH)(_scan("cumprod", 1))

@@ -41,20 +41,20 @@ def _zero_rows(xp: Any) -> Callable[[Any], Any]:
     return get
 
 
-@kernel("Relu", BOTH)
+@kernel("Relu")
 def _relu(ctx: KernelContext) -> Callable[[Any], Any]:
     maximum, zeros = ctx.xp.maximum, _zero_rows(ctx.xp)
     return lambda x: maximum(x, zeros(x))
 
 
-@kernel("ReluGrad", BOTH)
+@kernel("ReluGrad")
 def _relu_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     # a multiply by the mask is several times faster than a select (np.where branches per element)
     multiply = ctx.xp.multiply
     return lambda g, f: multiply(g, f > 0)
 
 
-@kernel("Relu6", BOTH)
+@kernel("Relu6")
 def _relu6(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
 
@@ -65,45 +65,45 @@ def _relu6(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("Relu6Grad", BOTH)
+@kernel("Relu6Grad")
 def _relu6_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     where = ctx.xp.where
     return lambda g, f: where((f > 0) & (f < 6), g, 0)
 
 
-@kernel("Elu", BOTH)
+@kernel("Elu")
 def _elu(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     return lambda x: xp.where(x > 0, x, xp.expm1(x))
 
 
-@kernel("EluGrad", BOTH)
+@kernel("EluGrad")
 def _elu_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     where = ctx.xp.where
     return lambda g, y: where(y < 0, g * (y + 1), g)
 
 
-@kernel("LeakyRelu", BOTH)
+@kernel("LeakyRelu")
 def _leaky_relu(ctx: KernelContext) -> Callable[[Any], Any]:
     alpha = float(ctx.attr("alpha"))
     where = ctx.xp.where
     return lambda x: where(x > 0, x, x * alpha)
 
 
-@kernel("LeakyReluGrad", BOTH)
+@kernel("LeakyReluGrad")
 def _leaky_relu_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     alpha = float(ctx.attr("alpha"))
     where = ctx.xp.where
     return lambda g, f: where(f > 0, g, g * alpha)
 
 
-@kernel("Softplus", BOTH)
+@kernel("Softplus")
 def _softplus(ctx: KernelContext) -> Callable[[Any], Any]:
     logaddexp = ctx.xp.logaddexp  # log(exp(0) + exp(x)) without overflow
     return lambda x: logaddexp(0, x)
 
 
-@kernel("SoftplusGrad", BOTH)
+@kernel("SoftplusGrad")
 def _softplus_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
 
@@ -115,7 +115,7 @@ def _softplus_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("Softsign", BOTH)
+@kernel("Softsign")
 def _softsign(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
 
@@ -127,7 +127,7 @@ def _softsign(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("SoftsignGrad", BOTH)
+@kernel("SoftsignGrad")
 def _softsign_grad(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
 
@@ -187,7 +187,7 @@ class _ExpNormalizer:
         return shifted, e, total
 
 
-@kernel("Softmax", BOTH)
+@kernel("Softmax")
 def _softmax(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     normalizer = _ExpNormalizer(xp)
@@ -202,7 +202,7 @@ def _softmax(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("LogSoftmax", BOTH)
+@kernel("LogSoftmax")
 def _log_softmax(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
     normalizer = _ExpNormalizer(xp)
@@ -217,7 +217,7 @@ def _log_softmax(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("L2Loss", BOTH)
+@kernel("L2Loss")
 def _l2_loss(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
 
@@ -228,7 +228,7 @@ def _l2_loss(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("SoftmaxCrossEntropyWithLogits", BOTH)
+@kernel("SoftmaxCrossEntropyWithLogits")
 def _xent(ctx: KernelContext) -> Callable[[Any, Any], tuple[Any, Any]]:
     xp = ctx.xp
     normalizer = _ExpNormalizer(xp)
@@ -253,7 +253,7 @@ def _xent(ctx: KernelContext) -> Callable[[Any, Any], tuple[Any, Any]]:
     return run
 
 
-@kernel("SparseSoftmaxCrossEntropyWithLogits", BOTH)
+@kernel("SparseSoftmaxCrossEntropyWithLogits")
 def _sparse_xent(ctx: KernelContext) -> Callable[[Any, Any], tuple[Any, Any]]:
     xp = ctx.xp
     normalizer = _ExpNormalizer(xp)
@@ -288,7 +288,7 @@ def _sparse_xent(ctx: KernelContext) -> Callable[[Any, Any], tuple[Any, Any]]:
     return run
 
 
-@kernel("InTopKV2", BOTH)
+@kernel("InTopKV2")
 def _in_top_k(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     xp = ctx.xp
 
@@ -316,7 +316,7 @@ def _nchw(ctx: KernelContext) -> bool:
     return text_attr(ctx.attr("data_format")) == "NCHW"
 
 
-@kernel("BiasAdd", BOTH)
+@kernel("BiasAdd")
 def _bias_add(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     if not _nchw(ctx):
@@ -328,7 +328,7 @@ def _bias_add(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     return run
 
 
-@kernel("BiasAddGrad", BOTH)
+@kernel("BiasAddGrad")
 def _bias_add_grad(ctx: KernelContext) -> Callable[[Any], Any]:
     nchw = _nchw(ctx)
 

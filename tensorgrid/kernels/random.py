@@ -1,7 +1,7 @@
 """Kernels of the random ops: one generator per node, keyed by its (seed, seed2) attrs.
 
-On CPU the generator is numpy's ``Generator`` over ``Philox`` with the 128-bit key (seed, seed2);
-on GPU it is cupy's ``RandomState`` over cuRAND's Philox4x32-10. Both zero means fresh entropy.
+The generator is numpy's ``Generator`` over ``Philox`` with the 128-bit key (seed, seed2); both
+zero means fresh entropy.
 The executor caches a stateful node's kernel per device, so the stream continues across runs and
 fetch signatures, and starts over in a new session.
 """
@@ -16,65 +16,47 @@ import numpy as np
 from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.kernels.arguments import ints, memo
 
-BOTH = ("CPU", "GPU")
 _MASK64 = 2**64 - 1
 
 
 class _Stream:
-    """The draws the random kernels need, over numpy's Generator or cupy's RandomState."""
+    """The draws the random kernels need, over numpy's Generator."""
 
-    __slots__ = ("gen", "gpu")
+    __slots__ = ("gen",)
 
     def __init__(self, ctx: KernelContext) -> None:
         seed, seed2 = int(ctx.attr("seed")) & _MASK64, int(ctx.attr("seed2")) & _MASK64
         fresh = seed == 0 and seed2 == 0
-        self.gpu = ctx.device_type == "GPU"
-        if self.gpu:
-            from cupy.cuda import curand
-
-            key = None if fresh else ((seed << 32) ^ seed2) & _MASK64
-            self.gen = ctx.xp.random.RandomState(key, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
-        else:
-            bits = np.random.Philox() if fresh else \
-                np.random.Philox(key=np.array([seed, seed2], dtype=np.uint64))
-            self.gen = np.random.Generator(bits)
+        bits = np.random.Philox() if fresh else \
+            np.random.Philox(key=np.array([seed, seed2], dtype=np.uint64))
+        self.gen = np.random.Generator(bits)
 
     def normal(self, size: Any, dtype: Any) -> Any:
         return self.gen.standard_normal(size, dtype=dtype)
 
     def uniform(self, size: Any, dtype: Any) -> Any:
-        if self.gpu:
-            return self.gen.random_sample(size, dtype=dtype)
         return self.gen.random(size, dtype=dtype)
 
     def integers(self, lo: int, hi: int, size: Any, dtype: Any) -> Any:
-        if self.gpu:
-            return self.gen.randint(lo, hi, size, dtype=dtype)
         return self.gen.integers(lo, hi, size, dtype=dtype)
 
     def permutation(self, n: int) -> Any:
         return self.gen.permutation(n)
 
 
-class _Dims:
-    """A shape tensor as a tuple of ints; the shape input is usually the same constant array every
-    step, so its conversion is cached by identity."""
+def _dims_reader() -> Callable[[Any], tuple[int, ...]]:
+    """Reads a shape input as a tuple of ints, remembered while the same (read-only) array comes
+    back: the shape is usually the same constant array every step."""
 
-    __slots__ = ("dims", "last")
+    def dims(shape: Any) -> tuple[int, ...]:
+        out = ints(shape)
+        if any(d < 0 for d in out):
+            raise errors.InvalidArgumentError(f"shape must not have negative dimensions: {out}")
+        return out
 
-    def __init__(self) -> None:
-        self.last: Any = None
-        self.dims: tuple[int, ...] = ()
-
-    def __call__(self, shape: Any) -> tuple[int, ...]:
-        if shape is self.last:
-            return self.dims
-        dims = tuple(int(d) for d in shape.reshape(-1).tolist())
-        if any(d < 0 for d in dims):
-            raise errors.InvalidArgumentError(f"shape must not have negative dimensions: {dims}")
-        self.last, self.dims = shape, dims
-        return dims
+    return memo(dims)
 
 
 def _float_out(ctx: KernelContext) -> tuple[Any, Any]:
@@ -83,18 +65,18 @@ def _float_out(ctx: KernelContext) -> tuple[Any, Any]:
     return (out if out in (np.float32, np.float64) else np.dtype(np.float32)), out
 
 
-@kernel("RandomStandardNormal", BOTH)
+@kernel("RandomStandardNormal")
 def _random_normal(ctx: KernelContext) -> Callable[[Any], Any]:
-    stream, dims = _Stream(ctx), _Dims()
+    stream, dims = _Stream(ctx), _dims_reader()
     draw, out = _float_out(ctx)
     if draw == out:
         return lambda shape: stream.normal(dims(shape), draw)
     return lambda shape: stream.normal(dims(shape), draw).astype(out)
 
 
-@kernel("RandomUniform", BOTH)
+@kernel("RandomUniform")
 def _random_uniform(ctx: KernelContext) -> Callable[[Any], Any]:
-    stream, dims = _Stream(ctx), _Dims()
+    stream, dims = _Stream(ctx), _dims_reader()
     draw, out = _float_out(ctx)
     if draw == out:
         return lambda shape: stream.uniform(dims(shape), draw)
@@ -108,10 +90,10 @@ def _random_uniform(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("TruncatedNormal", BOTH)
+@kernel("TruncatedNormal")
 def _truncated_normal(ctx: KernelContext) -> Callable[[Any], Any]:
     xp = ctx.xp
-    stream, dims = _Stream(ctx), _Dims()
+    stream, dims = _Stream(ctx), _dims_reader()
     draw, out = _float_out(ctx)
 
     def run(shape: Any) -> Any:
@@ -129,9 +111,9 @@ def _truncated_normal(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("RandomUniformInt", BOTH)
+@kernel("RandomUniformInt")
 def _random_uniform_int(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
-    stream, dims = _Stream(ctx), _Dims()
+    stream, dims = _Stream(ctx), _dims_reader()
     out = np.dtype(ctx.attr("Tout").np)
 
     def run(shape: Any, minval: Any, maxval: Any) -> Any:
@@ -144,7 +126,7 @@ def _random_uniform_int(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-@kernel("RandomShuffle", BOTH)
+@kernel("RandomShuffle")
 def _random_shuffle(ctx: KernelContext) -> Callable[[Any], Any]:
     stream = _Stream(ctx)
 
@@ -156,7 +138,7 @@ def _random_shuffle(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-@kernel("Multinomial", BOTH)
+@kernel("Multinomial")
 def _multinomial(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     xp = ctx.xp
     stream = _Stream(ctx)

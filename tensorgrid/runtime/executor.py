@@ -31,7 +31,8 @@ from tensorgrid.core import errors, registry
 from tensorgrid.core.device import DeviceSpec
 from tensorgrid.core.ir import NodeDef, attrs_key, parse_input, topological_order
 from tensorgrid.core.registry import AsyncKernel, KernelContext, StepKernel, TensorSpec
-from tensorgrid.runtime.resources import ResourceMgr, VarRef
+from tensorgrid.core.variable import VarRef
+from tensorgrid.runtime.resources import ResourceMgr
 
 CODEGEN_LIMIT = 20_000
 

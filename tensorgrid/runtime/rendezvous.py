@@ -1,6 +1,7 @@
 """The rendezvous: per step, a table of channels keyed by a deterministic key.
 
-Key: ``src_device;src_incarnation;dst_device;tensor_name;frame:iter``. ``send`` never blocks;
+Key: ``src_device;src_incarnation;dst_device;tensor_name;frame:iter``, made and parsed by
+``tensorgrid.core.rendezvous_key`` (the Send/Recv kernels build it too). ``send`` never blocks;
 ``recv`` waits until the value is there; ``abort`` fails everything pending, and every later call
 on that step, with the abort's error. Each key carries exactly one value to exactly one receiver (the
 partitioner makes one transfer per tensor and destination task), so a consumed channel is dropped and
@@ -14,41 +15,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from tensorgrid.core import errors
-
-
-def make_key(send_device: str, incarnation: int, recv_device: str, tensor_name: str,
-             frame_iter: str = "0:0") -> str:
-    return f"{send_device};{incarnation:x};{recv_device};{tensor_name};{frame_iter}"
-
-
-@dataclass(frozen=True)
-class ParsedKey:
-    send_device: str
-    incarnation: int
-    recv_device: str
-    tensor_name: str
-    frame_iter: str
-
-
-def parse_key(key: str) -> ParsedKey:
-    """Split a rendezvous key.
-
-    Raises:
-        InvalidArgumentError: the key does not have five ';'-separated parts.
-    """
-    parts = key.split(";")
-    if len(parts) != 5:
-        raise errors.InvalidArgumentError(f"Malformed rendezvous key {key!r}")
-    try:
-        inc = int(parts[1], 16)
-    except ValueError as exc:
-        raise errors.InvalidArgumentError(f"Malformed incarnation in rendezvous key {key!r}") \
-            from exc
-    return ParsedKey(parts[0], inc, parts[2], parts[3], parts[4])
 
 
 class _Sent:

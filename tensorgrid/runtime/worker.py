@@ -23,8 +23,9 @@ from tensorgrid.compiler.infer import infer_graph
 from tensorgrid.core import errors
 from tensorgrid.core.device import task_of
 from tensorgrid.core.ir import NodeDef
+from tensorgrid.core.rendezvous_key import parse_key
 from tensorgrid.runtime.executor import Executable, LocalDevice, StepContext
-from tensorgrid.runtime.rendezvous import Rendezvous, RendezvousMgr, parse_key
+from tensorgrid.runtime.rendezvous import Rendezvous, RendezvousMgr
 from tensorgrid.runtime.resources import ResourceMgr
 
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tensorgrid.core import errors, serde
+from tensorgrid.core.rendezvous_key import make_key
 from tensorgrid.pb import worker_pb2, worker_pb2_grpc
-from tensorgrid.runtime.rendezvous import make_key
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import shm, tensors
 from tensorgrid.transport.status import abort_with

@@ -221,7 +221,7 @@ def test_round_trip_through_bytes_rebuilds_the_same_graph():
         with tf.control_dependencies([y]):
             tf.no_op(name="done")
     gd = g.as_graph_def()
-    rebuilt = graph_from_graph_def(gd.SerializeToString()).as_graph_def()
+    rebuilt = graph_from_graph_def(serde.graph_to_bytes(gd)).as_graph_def()
     def key(d):
         return [(n.name, n.op, n.inputs, n.device, ir.attrs_key(n.attrs)) for n in d.nodes]
 

@@ -23,6 +23,7 @@ PS = "/job:ps/replica:0/task:0/device:CPU:0"
 CLUSTER = [W0, W1, PS]
 F32 = dtypes.float32
 CPU_ONLY = "TestPlacementCpuOnly"
+CPU_AND_GPU = "TestPlacementCpuAndGpu"
 
 
 def _same(ctx: InferContext) -> Sequence[TensorSpec]:
@@ -33,6 +34,10 @@ if not registry.has_op(CPU_ONLY):
     registry.register_op(CPU_ONLY, _same)
     registry.register_kernel(CPU_ONLY, "CPU")(lambda ctx: (lambda x: x))
     registry.not_differentiable(CPU_ONLY)
+if not registry.has_op(CPU_AND_GPU):
+    registry.register_op(CPU_AND_GPU, _same)
+    registry.register_kernel(CPU_AND_GPU, ("CPU", "GPU"))(lambda ctx: (lambda x: x))
+    registry.not_differentiable(CPU_AND_GPU)
 
 
 def const(name: str, value: Any = 1.0, device: str = "", **attrs: Any) -> NodeDef:
@@ -136,9 +141,9 @@ def test_soft_placement_drops_a_missing_device_type_first() -> None:
 
 def test_ops_go_where_they_have_kernels() -> None:
     devices = [W0, W0_GPU]
-    nodes = [const("c"), op("cpu_only", CPU_ONLY, "c"), op("both", "Identity", "c")]
+    nodes = [const("c"), op("cpu_only", CPU_ONLY, "c"), op("both", CPU_AND_GPU, "c")]
     p = run_place(nodes, devices, preferred_types=("GPU", "CPU"))
-    assert p.devices == {"c": W0_GPU, "cpu_only": W0, "both": W0_GPU}
+    assert p.devices == {"c": W0, "cpu_only": W0, "both": W0_GPU}
     pinned = [const("c"), op("cpu_only", CPU_ONLY, "c", device="/device:GPU:0")]
     with pytest.raises(errors.InvalidArgumentError,
                        match="Cannot assign a device for node 'cpu_only' .*no kernel for it on "

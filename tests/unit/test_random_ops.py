@@ -42,6 +42,19 @@ def test_shape_given_as_a_tensor() -> None:
     assert run(like, {x: np.zeros((3, 5), np.float32)}).shape == (3, 5)
 
 
+def test_fed_shape_is_read_every_run() -> None:
+    # a fed shape array may be the same object, changed in place, on the next run
+    s = tf.placeholder(tf.int32, [2])
+    t = rnd.random_normal(s)
+    shape = np.array([2, 3], np.int32)
+    with tf.Session() as sess:
+        assert sess.run(t, {s: shape}).shape == (2, 3)
+        shape[1] = 4
+        assert sess.run(t, {s: shape}).shape == (2, 4)
+        with pytest.raises(errors.InvalidArgumentError, match="negative dimensions"):
+            sess.run(t, {s: np.array([2, -1], np.int32)})
+
+
 def test_normal_moments() -> None:
     n, t = rnd.random_normal([200_000], mean=3.0, stddev=2.0, seed=1), \
         rnd.truncated_normal([200_000], mean=-1.0, stddev=0.5, seed=2)
