@@ -101,7 +101,7 @@ def measure(kills: int, min_uptime_s: float) -> list[dict[str, Any]]:
         os.environ["REDIS_URL"] = cluster.redis_url
         info(f"cluster up: {cluster.url}, logs in {cluster.log_dir}")
         model = fh.build_model()
-        checkpoint_dir = f"bench/recovery-{uuid.uuid4().hex[:8]}"
+        checkpoint_dir = str(state / f"ckpt-{uuid.uuid4().hex[:8]}")  # removed with the state
         killer = fh.Killer(cluster, plan(kills), checkpoint_dir=checkpoint_dir, seed=7,
                            min_uptime_s=min_uptime_s, jitter_steps=SAVE_STEPS, timeout_s=60.0 + 2 * kills * (
                                min_uptime_s + 15.0))
