@@ -32,6 +32,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "dashboard"
 # the files the page loads, and their media types: nothing else under ASSETS is served
 _ASSET_TYPES = {"app.js": "text/javascript; charset=utf-8",
                 "graph.js": "text/javascript; charset=utf-8",
+                "live.js": "text/javascript; charset=utf-8",
                 "style.css": "text/css; charset=utf-8"}
 # the HTTP routes whose latency is a step's latency (a session's run, or a one-shot run)
 STEP_ROUTES = ("/v1/sessions/{session_id}/run", "/v1/run")
