@@ -27,7 +27,13 @@ from tensorgrid.core.ir import NodeDef, parse_tensor_name
 from tensorgrid.core.registry import TensorSpec
 from tensorgrid.master.cluster import ClusterState
 from tensorgrid.master.plan_cache import PlanCache, PlanKey, RegisteredPlan, plan_key
-from tensorgrid.master.session_stats import ScalarLog, StepTimes, TraceSampler
+from tensorgrid.master.session_stats import (
+    SCALAR_SUMMARY_OPS,
+    ScalarLog,
+    StepTimes,
+    TraceSampler,
+    summary_scalars,
+)
 from tensorgrid.master.step import StepTrace, master_row
 
 # The longest step deadline: a client may ask for any int64 of milliseconds, but a deadline this far
@@ -112,6 +118,7 @@ class MasterSession:
         self.step_times = StepTimes()
         self.scalars = ScalarLog()
         self.sampler = TraceSampler(host.trace_every_n_steps)
+        self._summary_nodes: set[str] = set()  # scalar summaries fetched go to the scalars
         self._plan_lock = asyncio.Lock()
         self.extend(nodes, 0)
 
@@ -152,6 +159,7 @@ class MasterSession:
             self.host.cluster.validate_devices(nodes)
         self.nodes = merged
         self.specs = specs
+        self._summary_nodes.update(n.name for n in nodes if n.op in SCALAR_SUMMARY_OPS)
         self.version += 1
         return self.version
 
@@ -225,6 +233,10 @@ class MasterSession:
         reg.runs += 1
         self._counts["steps"] += 1
         self.step_times.record(time.perf_counter() - t0)
+        if self._summary_nodes:
+            for name, value in zip(fetches, results):
+                if parse_tensor_name(name)[0] in self._summary_nodes:
+                    self.scalars.log_fitting(summary_scalars(value), self._counts["steps"])
         if trace is not None:
             self.last_trace = trace
         return results

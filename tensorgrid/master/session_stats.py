@@ -4,6 +4,8 @@
   for its step time percentiles;
 * ``ScalarLog``: loss-like scalars that the session's client logs, a ring buffer per tag, with a
   cap on the number of tags;
+  Scalar summaries that a step fetches (``tf.summary.scalar``, or a merge of summaries) are
+  logged there too (``summary_scalars``);
 * ``TraceSampler``: which untraced steps the master traces itself (the next one on request, and
   one step in N when asked), so that the session's latest timeline stays fresh.
 """
@@ -16,7 +18,11 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+from google.protobuf.message import DecodeError
+
 from tensorgrid.core import errors
+from tensorgrid.pb import summary_pb2
 
 # the latest steps whose durations make a session's percentiles
 STEP_WINDOW = 1024
@@ -24,6 +30,8 @@ STEP_WINDOW = 1024
 SCALAR_POINTS = 1000
 MAX_SCALAR_TAGS = 32
 MAX_TAG_CHARS = 128
+# the ops whose output is a serialized Summary that may hold scalars
+SCALAR_SUMMARY_OPS = frozenset({"ScalarSummary", "MergeSummary"})
 
 
 def percentile(ordered: list[float], q: float) -> float:
@@ -100,6 +108,22 @@ class ScalarLog:
             self._tags.setdefault(tag, deque(maxlen=self.points)).append((step, at, value))
         self.logged += len(clean)
 
+    def log_fitting(self, values: Mapping[str, float], step: int) -> None:
+        """Log the values whose tags are kept or still fit under ``max_tags`` (the rest are
+        left out: a step's summaries must not fail it)."""
+        room = self.max_tags - len(self._tags)
+        fitting: dict[str, float] = {}
+        for tag, value in values.items():
+            if not tag or len(tag) > MAX_TAG_CHARS:
+                continue
+            if tag not in self._tags:
+                if room <= 0:
+                    continue
+                room -= 1
+            fitting[tag] = value
+        if fitting:
+            self.log(fitting, step)
+
     def tags(self) -> list[str]:
         return list(self._tags)
 
@@ -108,6 +132,23 @@ class ScalarLog:
         JSON has no NaN)."""
         return {tag: [[s, t, v if math.isfinite(v) else None] for s, t, v in points]
                 for tag, points in self._tags.items()}
+
+
+def summary_scalars(value: Any) -> dict[str, float]:
+    """The ``simple_value`` entries of a fetched serialized ``Summary`` (a string scalar), by
+    tag; {} for anything else (a value that does not parse is not a summary)."""
+    arr = np.asarray(value)
+    if arr.size != 1:
+        return {}
+    raw = arr.reshape(-1)[0]
+    if not isinstance(raw, bytes):
+        return {}
+    try:
+        summary = summary_pb2.Summary.FromString(raw)
+    except DecodeError:
+        return {}
+    return {v.tag: float(v.simple_value) for v in summary.value
+            if v.WhichOneof("value") == "simple_value"}
 
 
 class TraceSampler:

@@ -152,3 +152,29 @@ def test_tasks_view_shows_each_task_memory(master):
         assert 10 * 2**20 < rss < 64 * 2**30 and math.isfinite(rss)
     text = master.http.get("/metrics/tasks").text
     assert f'tensorgrid_task_resident_bytes{{task="{PS}"}}' in text
+
+
+def test_scalar_summaries_fetched_through_the_master_are_charted(tasks, make_master):
+    fresh = make_master(tasks.spec)
+    with tf.Graph().as_default():
+        with tf.device("/job:worker/task:0"):
+            x = tf.placeholder(tf.float32, [], name="sum_x")
+            tf.summary.scalar("doubled", x * 2.0)
+            tf.summary.scalar("squared", tf.square(x))
+            tf.summary.histogram("hist", tf.stack([x, x]))
+            merged = tf.summary.merge_all()
+            alone = tf.summary.scalar("alone", x + 1.0)
+        with tf.Session(fresh.url) as sess:
+            for i in range(3):
+                sess.run(merged, {x: float(i)})
+            sess.run(alone, {x: 5.0})
+            sess.run(x * 3.0, {x: 1.0})  # no summary fetched: nothing logged
+            row = _session(fresh)
+            view = fresh.http.get(f"/v1/dashboard/sessions/{row['session_id']}/scalars").json()
+    tags = view["tags"]
+    assert set(tags) == {"doubled", "squared", "alone"}  # the histogram is no scalar
+    assert [p[0] for p in tags["doubled"]] == [1, 2, 3]  # at the session's step count
+    assert [p[2] for p in tags["doubled"]] == [0.0, 2.0, 4.0]
+    assert [p[2] for p in tags["squared"]] == [0.0, 1.0, 4.0]
+    assert [(p[0], p[2]) for p in tags["alone"]] == [(4, 6.0)]
+    assert view["logged"] == 7

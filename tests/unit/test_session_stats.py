@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from tensorgrid.core import errors
-from tensorgrid.master.session_stats import ScalarLog, StepTimes, TraceSampler, percentile
+from tensorgrid.master.session_stats import (
+    ScalarLog,
+    StepTimes,
+    TraceSampler,
+    percentile,
+    summary_scalars,
+)
+from tensorgrid.pb import summary_pb2
 
 
 def test_percentile_matches_numpy_linear():
@@ -58,3 +65,22 @@ def test_trace_sampler_traces_on_request_and_one_in_n():
     assert [every3.take() for _ in range(7)] == [False, False, True, False, False, True, False]
     with pytest.raises(ValueError):
         TraceSampler(-1)
+
+
+def test_summary_scalars_reads_simple_values_only():
+    summary = summary_pb2.Summary(value=[
+        summary_pb2.Summary.Value(tag="loss", simple_value=0.5),
+        summary_pb2.Summary.Value(tag="img", image=summary_pb2.Summary.Image(height=1))])
+    raw = summary.SerializeToString()
+    assert summary_scalars(np.array(raw, dtype=object)) == {"loss": 0.5}
+    assert summary_scalars(np.array([raw, raw], dtype=object)) == {}
+    assert summary_scalars(np.float32(1.0)) == {}
+    assert summary_scalars(np.array(b"\xff\xff not a proto", dtype=object)) == {}
+
+
+def test_log_fitting_leaves_out_tags_past_the_cap():
+    log = ScalarLog(max_tags=2)
+    log.log_fitting({"a": 1.0, "b": 2.0, "c": 3.0, "": 4.0}, 1)
+    log.log_fitting({"a": 5.0, "d": 6.0}, 2)
+    assert {t: [p[2] for p in ps] for t, ps in log.series().items()} == {"a": [1.0, 5.0],
+                                                                         "b": [2.0]}
