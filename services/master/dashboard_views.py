@@ -8,6 +8,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from tensorgrid.client.timeline import Timeline
+from tensorgrid.master.step import StepTrace
 
 # a timeline of more slices than this keeps the longest ones (the page draws SVG elements)
 MAX_SLICES = 3000
@@ -16,25 +17,21 @@ MEMORY_SERIES = {"tensorgrid_task_resident_bytes": "rss_bytes",
                  "tensorgrid_task_shm_pool_bytes": "shm_pool_bytes"}
 
 
-def step_key(step_stats: Any) -> str:
-    """An id of a traced step: the start of the master's first span and the number of rows (a
-    later traced step of the session starts later)."""
-    first = 0
-    for dev in step_stats.dev_stats:
-        if dev.node_stats:
-            first = int(dev.node_stats[0].all_start_micros)
-            break
-    return f"{first}-{len(step_stats.dev_stats)}"
+def trace_key(trace: StepTrace) -> str:
+    """An id of a traced step, read without building its ``StepStats``: the trace object's
+    identity and the start of the master's first span (a later traced step starts later)."""
+    first = trace.master.node_stats[0].all_start_micros if trace.master.node_stats else 0
+    return f"{id(trace):x}-{first}"
 
 
-def timeline_view(step_stats: Any, max_slices: int = MAX_SLICES) -> dict[str, Any]:
-    """A step's ``StepStats`` as the page's timeline: ``rows`` (one per device of every task,
+def timeline_view(trace: StepTrace, max_slices: int = MAX_SLICES) -> dict[str, Any]:
+    """A traced step as the page's timeline (``key``: its ``trace_key``): ``rows`` (one per device of every task,
     the master's first, each with its ``threads``), ``slices`` (``row``, ``tid``, ``name``,
     ``op``, ``ts`` and ``dur`` in microseconds from the step's start, ``bytes``) and
     ``transfers`` (``from``/``to`` rows, ``from_ts``/``to_ts``, ``tensor``, ``bytes``: a
     ``_Send`` to its ``_Recv``), ``duration_us``, and ``dropped`` (slices left out, the shortest
     first, past ``max_slices``). The same events as the Chrome trace, reshaped."""
-    events = Timeline(step_stats).trace_events(show_dataflow=True, show_memory=False)
+    events = Timeline(trace.step_stats()).trace_events(show_dataflow=True, show_memory=False)
     events = events["traceEvents"]
     rows: list[dict[str, Any]] = []
     row_of: dict[int, int] = {}
@@ -66,7 +63,7 @@ def timeline_view(step_stats: Any, max_slices: int = MAX_SLICES) -> dict[str, An
                           "tensor": ev["args"]["tensor"], "bytes": ev["args"]["bytes"]})
     for row in rows:
         row["slices"] = sum(1 for s in out_slices if rows[s["row"]] is row)
-    return {"key": step_key(step_stats), "rows": rows, "slices": out_slices,
+    return {"key": trace_key(trace), "rows": rows, "slices": out_slices,
             "transfers": transfers, "duration_us": end - start, "dropped": dropped}
 
 

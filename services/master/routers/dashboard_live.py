@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.master import codec
-from services.master.dashboard_views import step_key, timeline_view
+from services.master.dashboard_views import timeline_view, trace_key
 from services.master.deps import Authorized, Body, State
 
 router = APIRouter(tags=["dashboard"], dependencies=[Authorized])
@@ -70,10 +70,9 @@ async def get_timeline(
     if trace is None:
         return {"key": "", "rows": [], "slices": [], "transfers": [], "duration_us": 0,
                 "dropped": 0, "pending": pending}
-    stats = trace.step_stats()
-    if known and step_key(stats) == known:
+    if known and trace_key(trace) == known:
         return {"key": known, "unchanged": True, "pending": pending}
-    return {**timeline_view(stats), "pending": pending}
+    return {**timeline_view(trace), "pending": pending}
 
 
 @router.post("/v1/dashboard/sessions/{session_id}/trace", status_code=202,
