@@ -198,7 +198,15 @@ async function renderLive(sessions, selected) {
     live.scalarsLogged = -1;
     live.timelineKey = null;
   }
-  await Promise.all([renderScalars(session), renderTimeline(session)]);
+  // a session closed between two requests must not turn the whole page red: say it here
+  const [scalars, timeline] = await Promise.allSettled([renderScalars(session),
+                                                        renderTimeline(session)]);
+  if (scalars.status === "rejected") {
+    document.getElementById("scalars-note").textContent = `Scalars: ${scalars.reason.message}`;
+  }
+  if (timeline.status === "rejected") {
+    document.getElementById("timeline-title").textContent = `: ${timeline.reason.message}`;
+  }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
