@@ -14,7 +14,8 @@ from tensorgrid.master.step import StepTrace
 MAX_SLICES = 3000
 # the task metrics the tasks table shows as memory
 MEMORY_SERIES = {"tensorgrid_task_resident_bytes": "rss_bytes",
-                 "tensorgrid_task_shm_pool_bytes": "shm_pool_bytes"}
+                 "tensorgrid_task_shm_pool_bytes": "shm_pool_bytes",
+                 "tensorgrid_task_rendezvous_bytes": "rendezvous_bytes"}
 
 
 def trace_key(trace: StepTrace) -> str:
@@ -69,7 +70,7 @@ def timeline_view(trace: StepTrace, max_slices: int = MAX_SLICES) -> dict[str, A
 
 def task_memory(metrics_text: str) -> dict[str, float]:
     """The memory series of one task's Prometheus exposition, by short name (``rss_bytes``,
-    ``shm_pool_bytes``); a series the task does not export is absent."""
+    ``shm_pool_bytes``, ``rendezvous_bytes``); a series the task does not export is absent."""
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics_text):
         key = MEMORY_SERIES.get(family.name)

@@ -15,7 +15,9 @@ for a clock reading and a histogram observation per partition run:
 * state: ``tensorgrid_task_graphs``, ``tensorgrid_task_live_steps``, ``tensorgrid_task_uptime_seconds``.
 * memory: ``tensorgrid_task_resident_bytes`` (the process's resident set, read from
   ``/proc/self/statm`` when scraped; absent where there is no such file), and the gauges the
-  serving layer adds with ``watch_bytes`` (its shared-memory pool: ``tensorgrid_task_shm_pool_bytes``).
+  task adds with ``watch_bytes``: ``tensorgrid_task_rendezvous_bytes`` (tensors sent and not
+  received yet) and, from the serving layer, ``tensorgrid_task_shm_pool_bytes`` (its
+  shared-memory pool).
 
 Every series carries a ``task`` label, so the texts of all tasks merge into one exposition.
 """

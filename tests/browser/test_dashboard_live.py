@@ -150,8 +150,10 @@ def test_tasks_view_shows_each_task_memory(master):
     for task in (PS, WORKER):
         rss = own[task]["rss_bytes"]
         assert 10 * 2**20 < rss < 64 * 2**30 and math.isfinite(rss)
+        assert own[task]["rendezvous_bytes"] == 0  # no step running: nothing waits
     text = master.http.get("/metrics/tasks").text
     assert f'tensorgrid_task_resident_bytes{{task="{PS}"}}' in text
+    assert f'tensorgrid_task_rendezvous_bytes{{task="{WORKER}"}} 0.0' in text
 
 
 def test_scalar_summaries_fetched_through_the_master_are_charted(tasks, make_master):

@@ -86,8 +86,11 @@ function memoryCell(status) {
   // resident memory of the task's process, and its shared-memory pool when it has one
   if (!status || status.error || status.rss_bytes === undefined) return statusCell(status, "rss_bytes");
   const pool = status.shm_pool_bytes ? ` + ${fmtBytes(status.shm_pool_bytes)} shm` : "";
-  return el("td", {"data-col": "memory", title: "resident set (and shared-memory pool)"},
-            `${fmtBytes(status.rss_bytes)}${pool}`);
+  const waiting = status.rendezvous_bytes
+    ? ` (${fmtBytes(status.rendezvous_bytes)} sent, not received)` : "";
+  return el("td", {"data-col": "memory",
+                   title: "resident set, shared-memory pool, tensors sent and not received yet"},
+            `${fmtBytes(status.rss_bytes)}${pool}${waiting}`);
 }
 
 function renderTasks(tasks, taskStatus) {

@@ -157,8 +157,9 @@ async def tasks(state: State) -> dict[str, Any]:
     """Each task's own counts, asked now with its status call (at most ``STATUS_TIMEOUT_S``):
     ``steps_run`` (steps it finished since it started, for any master or session), ``graphs``
     (partitions registered on it), ``live_steps``, ``uptime_s``, and from its metrics
-    ``rss_bytes`` (resident memory) and ``shm_pool_bytes`` (its shared-memory segments for
-    tensors sent to tasks on its host) when it exports them; ``{"error"}`` for a task that
+    ``rss_bytes`` (resident memory), ``shm_pool_bytes`` (its shared-memory segments for
+    tensors sent to tasks on its host) and ``rendezvous_bytes`` (tensors its steps sent that
+    were not received yet) when it exports them; ``{"error"}`` for a task that
     did not answer. Read only: the cluster's health is the monitor's, not changed here."""
     core = state.core
     timeout = min(state.settings.rpc_timeout_s, STATUS_TIMEOUT_S)
