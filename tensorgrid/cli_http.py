@@ -20,13 +20,16 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def request(method: str, url: str, token: str | None, timeout: float, body: Any = None) -> Any:
-    """One JSON request to the master; exits with the master's error message on failure."""
+def request(method: str, url: str, token: str | None, timeout: float, body: Any = None,
+            verify: Any = True) -> Any:
+    """One JSON request to the master; exits with the master's error message on failure.
+    ``verify``: how an ``https`` master is verified (``ClientSettings.http_verify()``)."""
     import httpx  # lazy: with rich and pygments, 0.2 s a healthcheck does not need
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        r = httpx.request(method, url, json=body, headers=headers, timeout=timeout)
+        r = httpx.request(method, url, json=body, headers=headers, timeout=timeout,
+                          verify=verify)
     except httpx.HTTPError as exc:
         raise fail(f"the master at {url} is unreachable: {exc}") from None
     try:
