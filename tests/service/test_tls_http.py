@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from conftest import LoopThread, MasterServer, TaskHandle
 from typer.testing import CliRunner
 
 import tensorgrid as tf
@@ -22,8 +23,6 @@ from tensorgrid.client.train.server import free_port
 from tensorgrid.settings import ClientSettings
 from tensorgrid.transport.certs import make_certs
 from tensorgrid.transport.tls import TlsFiles, client_ssl_context
-
-from conftest import LoopThread, MasterServer, TaskHandle
 
 
 class TlsTasks:
