@@ -29,7 +29,6 @@ import typer
 
 from tensorgrid import cli_http
 from tensorgrid.cli_http import fail as _fail
-from tensorgrid.cluster.probes import grpc_health, http_healthy
 from tensorgrid.core import errors
 
 if TYPE_CHECKING:
@@ -222,16 +221,10 @@ def master(
         help="port of the gRPC MasterService for heartbeats (default: $TENSORGRID_GRPC_PORT)",
         show_default=False)] = None,
     insecure: InsecureOpt = None,
-    tls_cert: Annotated[Path | None, typer.Option(
-        help="the master's TLS certificate (PEM); with --tls-key and --tls-ca the HTTP API and "
-             "the gRPC port speak TLS (default: $TENSORGRID_TLS_CERT)", show_default=False)] = None,
-    tls_key: Annotated[Path | None, typer.Option(
-        help="the certificate's key (default: $TENSORGRID_TLS_KEY)", show_default=False)] = None,
-    tls_ca: Annotated[Path | None, typer.Option(
-        help="the cluster's CA (default: $TENSORGRID_TLS_CA)", show_default=False)] = None,
-    tls_http_client_certs: Annotated[bool | None, typer.Option(
-        "--tls-http-client-certs", show_default=False,
-        help="HTTP clients must present a certificate of the CA too (mutual TLS)")] = None,
+    tls_cert: cli_http.TlsCertOpt = None,
+    tls_key: cli_http.TlsKeyOpt = None,
+    tls_ca: cli_http.TlsCaOpt = None,
+    tls_http_client_certs: cli_http.TlsClientCertsOpt = None,
     log_level: LogLevelOpt = "info",
 ) -> None:
     """Serve the HTTP master (python -m services.master); settings from TENSORGRID_*."""
@@ -298,16 +291,14 @@ def health(
         help="a task's HOST:PORT (gRPC health), or the master's http://HOST:PORT[/healthz]")],
     service: Annotated[str, typer.Option(help="gRPC service to ask about ('' = the server)")] = "",
     timeout: Annotated[float, typer.Option(help="seconds")] = 3.0,
+    tls_ca: cli_http.TlsCaOpt = None,
+    tls_cert: cli_http.TlsCertOpt = None,
+    tls_key: cli_http.TlsKeyOpt = None,
 ) -> None:
     """Exit 0 when TARGET is healthy (SERVING, or HTTP 200), else 1: for healthchecks."""
-    if target.startswith(("http://", "https://")):
-        ok = http_healthy(target, timeout)
-        typer.echo("SERVING" if ok else "NOT_SERVING")
-    else:
-        status = grpc_health(target, service, timeout)
-        ok = status == "SERVING"
-        typer.echo(status)
-    raise typer.Exit(0 if ok else 1)
+    status = cli_http.health_status(target, service, timeout, tls_ca, tls_cert, tls_key)
+    typer.echo(status)
+    raise typer.Exit(0 if status == "SERVING" else 1)
 
 
 @app.command()

@@ -126,3 +126,18 @@ def test_mutual_tls_http_refuses_a_client_without_a_certificate(
     foreign = client_ssl_context(client.ca, other.cert, other.key)  # another CA's certificate
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{master.url}/healthz", verify=foreign, timeout=5.0)
+
+
+def test_health_probes_tls_targets_with_the_ca(https_master: MasterServer,
+                                                tls_tasks: TlsTasks) -> None:
+    client = tls_tasks.files["client"]
+    runner = CliRunner()
+    ok = runner.invoke(app, ["health", https_master.url, "--tls-ca", str(client.ca)])
+    assert (ok.exit_code, ok.output.strip()) == (0, "SERVING"), ok.output
+    assert runner.invoke(app, ["health", https_master.url]).exit_code == 1  # no CA: unverified
+    task = tls_tasks.spec["ps"][0]
+    mutual = runner.invoke(app, ["health", task, "--tls-ca", str(client.ca), "--tls-cert",
+                                 str(client.cert), "--tls-key", str(client.key)])
+    assert (mutual.exit_code, mutual.output.strip()) == (0, "SERVING"), mutual.output
+    plain = runner.invoke(app, ["health", task])
+    assert (plain.exit_code, plain.output.strip()) == (1, "UNREACHABLE")
