@@ -1,4 +1,4 @@
-"""The framed data plane: the hot-path streams (RunGraph and RecvTensor) over plain TCP.
+"""The framed data plane: the hot-path streams (RunGraph and RecvTensor) over TCP (or TLS).
 
 The messages are the WorkerService's own (``RunGraphStreamRequest`` ... from worker.proto); only
 the framing is lighter than gRPC's. A round trip of such a message costs about half of a gRPC
@@ -92,6 +92,20 @@ def _write_answer(writer: asyncio.StreamWriter, answer: Any) -> None:
         writer.write(frame(answer))
 
 
+TLS_SLICE = 256 * 1024  # a TLS transport encrypts what it is given at once: hand it slices
+
+
+async def _write_sliced(writer: asyncio.StreamWriter, answer: RawFrame) -> None:
+    """A RAW frame over TLS, its payload in slices with a drain after each: the peer decrypts
+    one slice while this side encrypts the next, and the encrypted copy the TLS transport keeps
+    is a slice, not the whole piece."""
+    payload = answer.payload
+    writer.write(raw_head(answer.message, len(payload)))
+    for offset in range(0, len(payload), TLS_SLICE):
+        writer.write(payload[offset:offset + TLS_SLICE])
+        await writer.drain()
+
+
 def _nodelay(writer: asyncio.StreamWriter) -> None:
     sock = writer.get_extra_info("socket")
     if sock is not None:
@@ -169,6 +183,9 @@ class DataPlaneServer:
             async for answer in handler(_requests(reader, req_kind, peer), _FRAMED):
                 if isinstance(answer, RawFrame):
                     self.raw_bytes += len(answer.payload)
+                    if self.ssl_context is not None:
+                        await _write_sliced(writer, answer)
+                        continue
                 _write_answer(writer, answer)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
