@@ -141,3 +141,13 @@ def test_health_probes_tls_targets_with_the_ca(https_master: MasterServer,
     assert (mutual.exit_code, mutual.output.strip()) == (0, "SERVING"), mutual.output
     plain = runner.invoke(app, ["health", task])
     assert (plain.exit_code, plain.output.strip()) == (1, "UNREACHABLE")
+
+
+def test_the_dashboard_cookie_is_secure_over_https(
+        tls_tasks: TlsTasks, make_master: Callable[..., MasterServer]) -> None:
+    master = make_master(tls_tasks.spec, token="s3cret", **_tls(tls_tasks.files["master"]))
+    verify = client_ssl_context(tls_tasks.files["client"].ca)
+    r = httpx.get(f"{master.url}/?token=s3cret", verify=verify, timeout=5.0)
+    assert r.status_code == 303, r.text
+    cookie = r.headers["set-cookie"].lower()
+    assert "secure" in cookie.split("; ") and "httponly" in cookie.split("; "), cookie
