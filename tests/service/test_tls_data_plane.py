@@ -1,7 +1,8 @@
 """The framed data plane under TLS (issue 9, item 2): with certificates from ``tensorgrid certs``
 tensors still take the data plane (RAW frames, not the gRPC fallback), over TLS; the plane refuses
 a plaintext client, a certificate of another CA, and a certificate of the cluster's CA that names
-no task of the cluster (the clients'). Real sockets on 127.0.0.1."""
+no task of the cluster (the clients'). ``tf.train.Server`` tasks given certificates speak TLS
+too. Real sockets on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ import numpy as np
 import pytest
 
 import tensorgrid as tf
+from tensorgrid.client.train.server import free_port
+from tensorgrid.cluster.probes import grpc_healthy
 from tensorgrid.master.cluster import ClusterState
 from tensorgrid.master.core import MasterCore
 from tensorgrid.runtime.worker import WorkerCore
+from tensorgrid.settings import ClientSettings
 from tensorgrid.transport.certs import make_certs
 from tensorgrid.transport.channels import ChannelPool
 from tensorgrid.transport.frames import HELLO
@@ -159,3 +163,33 @@ async def test_the_tls_data_plane_refuses_plaintext_and_strangers(
         writer.close()
     finally:
         await _close(servers, master, pools)
+
+
+def test_train_servers_given_certificates_speak_tls(tmp_path: Path) -> None:
+    spec = {"ps": [f"127.0.0.1:{free_port()}"], "worker": [f"127.0.0.1:{free_port()}"]}
+    certs = make_certs(spec, tmp_path / "tls")
+
+    def settings(name: str) -> ClientSettings:
+        own = certs[name]
+        return ClientSettings(tls_cert=own.cert, tls_key=own.key, tls_ca=own.ca)
+
+    ps = tf.train.Server(spec, "ps", 0, settings=settings("ps-0"))
+    worker = tf.train.Server(spec, "worker", 0, settings=settings("worker-0"))
+    try:
+        g = tf.Graph()
+        with g.as_default():
+            with tf.device("/job:ps/task:0"):
+                v = tf.Variable(np.arange(1 << 16, dtype=np.float32), name="v")
+            with tf.device("/job:worker/task:0"):
+                total = tf.reduce_sum(v)
+            init = tf.global_variables_initializer()
+        with tf.Session(worker.target, graph=g) as sess:
+            sess.run(init)
+            assert float(sess.run(total)) == pytest.approx(float(np.arange(1 << 16).sum()))
+        data_plane = ps._server.data_plane
+        assert data_plane is not None and data_plane.ssl_context is not None
+        assert data_plane.streams >= 2  # the worker's master ran steps, its task pulled tensors
+        assert not grpc_healthy(spec["ps"][0], timeout=2.0)  # plaintext gRPC is refused
+    finally:
+        worker.stop()
+        ps.stop()
