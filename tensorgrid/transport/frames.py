@@ -197,7 +197,6 @@ class DataPlaneServer:
             if task is not None:
                 self._connections.discard(task)
 
-
     def _peer_allowed(self, writer: asyncio.StreamWriter) -> bool:
         """Under TLS, whether the peer's certificate (verified by the handshake) names one of
         the peers this plane serves; always True on plain TCP."""
