@@ -29,7 +29,6 @@ import typer
 
 from tensorgrid import cli_http
 from tensorgrid.cli_http import fail as _fail
-from tensorgrid.cluster.probes import grpc_health, http_healthy
 from tensorgrid.core import errors
 
 if TYPE_CHECKING:
@@ -60,6 +59,15 @@ def client_settings(**flags: Any) -> ClientSettings:
     return settings_from_flags(ClientSettings, **flags)
 
 
+def _verify(settings: ClientSettings) -> Any:
+    """How the command verifies an ``https`` master: the cluster's CA (``TENSORGRID_TLS_CA``)
+    and the client certificate when one is set, else the system's CAs."""
+    try:
+        return settings.http_verify()
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+
+
 def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -84,6 +92,9 @@ def local(
     restart: Annotated[bool, typer.Option("--restart/--no-restart",
                                           help="restart processes that die")] = True,
     start_timeout: Annotated[float, typer.Option(help="seconds to wait for health")] = 60.0,
+    tls: Annotated[bool, typer.Option(
+        "--tls", help="TLS on every port: HTTPS for the master, mutual TLS for gRPC and the data "
+                      "plane, with certificates made in STATE_DIR/tls")] = False,
     log_level: LogLevelOpt = "info",
 ) -> None:
     """Run a local cluster until Ctrl-C or SIGTERM: Redis, the master, ps and worker tasks as
@@ -102,7 +113,7 @@ def local(
                            redis_url=settings.redis_url, heartbeat_interval=heartbeat_interval,
                            heartbeat_timeout=heartbeat_timeout, restart=restart,
                            state_dir=state_dir, start_timeout=start_timeout, log_level=log_level,
-                           settings=settings)
+                           settings=settings, tls=tls)
     try:
         try:
             cluster.start()
@@ -128,6 +139,11 @@ def _print_local(cluster: Any) -> None:
             typer.echo(f"  {p.name:<12} {p.address:<22} pid {p.pid}")
     typer.echo(f"  logs         {cluster.log_dir}")
     typer.echo(f"  token        {cluster.settings.token_path} (`tensorgrid token` prints it)")
+    if cluster.tls:
+        d = cluster.tls_dir
+        typer.echo(f"  tls          {d}: clients set TENSORGRID_TLS_CA={d / 'ca.pem'} (and "
+                   f"TENSORGRID_TLS_CERT={d / 'client.pem'} TENSORGRID_TLS_KEY={d / 'client.key'} "
+                   "for gRPC)")
     typer.echo(f"Use tf.Session({cluster.url!r}); Ctrl-C stops the cluster.", err=True)
     sys.stdout.flush()
 
@@ -205,13 +221,18 @@ def master(
         help="port of the gRPC MasterService for heartbeats (default: $TENSORGRID_GRPC_PORT)",
         show_default=False)] = None,
     insecure: InsecureOpt = None,
+    tls_cert: cli_http.TlsCertOpt = None,
+    tls_key: cli_http.TlsKeyOpt = None,
+    tls_ca: cli_http.TlsCaOpt = None,
+    tls_http_client_certs: cli_http.TlsClientCertsOpt = None,
     log_level: LogLevelOpt = "info",
 ) -> None:
     """Serve the HTTP master (python -m services.master); settings from TENSORGRID_*."""
     from services.master.cli import master_settings, run_master  # lazy: FastAPI, uvicorn
 
     settings = master_settings(cluster=cluster, host=host, port=port, grpc_port=grpc_port,
-                               insecure=insecure)
+                               insecure=insecure, tls_cert=tls_cert, tls_key=tls_key,
+                               tls_ca=tls_ca, tls_http_client_certs=tls_http_client_certs)
     run_master(settings, log_level)
 
 
@@ -270,16 +291,14 @@ def health(
         help="a task's HOST:PORT (gRPC health), or the master's http://HOST:PORT[/healthz]")],
     service: Annotated[str, typer.Option(help="gRPC service to ask about ('' = the server)")] = "",
     timeout: Annotated[float, typer.Option(help="seconds")] = 3.0,
+    tls_ca: cli_http.TlsCaOpt = None,
+    tls_cert: cli_http.TlsCertOpt = None,
+    tls_key: cli_http.TlsKeyOpt = None,
 ) -> None:
     """Exit 0 when TARGET is healthy (SERVING, or HTTP 200), else 1: for healthchecks."""
-    if target.startswith(("http://", "https://")):
-        ok = http_healthy(target, timeout)
-        typer.echo("SERVING" if ok else "NOT_SERVING")
-    else:
-        status = grpc_health(target, service, timeout)
-        ok = status == "SERVING"
-        typer.echo(status)
-    raise typer.Exit(0 if ok else 1)
+    status = cli_http.health_status(target, service, timeout, tls_ca, tls_cert, tls_key)
+    typer.echo(status)
+    raise typer.Exit(0 if status == "SERVING" else 1)
 
 
 @app.command()
@@ -313,8 +332,8 @@ def submit(
         raise _fail("nothing to run: give --fetch or --target", 2)
     body = {"graph": graph_doc, "feeds": feeds, "fetches": list(fetch or []),
             "targets": list(target or []), "timeout_ms": int(timeout * 1000)}
-    doc = cli_http.request("POST", f"{settings.master_url.rstrip('/')}/v1/run", settings.token_value,
-                timeout + 30.0, body)
+    doc = cli_http.request("POST", f"{settings.master_url.rstrip('/')}/v1/run",
+                           settings.token_value, timeout + 30.0, body, _verify(settings))
     typer.echo(json.dumps(doc.get("results", {}), indent=2))
 
 
@@ -328,8 +347,10 @@ def status(master_url: MasterOpt = None, token: TokenOpt = None,
 
     settings = client_settings(master_url=master_url, token=token)
     master_url = settings.master_url
-    doc = cli_http.request("GET", f"{master_url.rstrip('/')}/v1/cluster", settings.token_value, timeout)
-    metrics, why = observe.task_metrics(master_url, settings.token_value, timeout)
+    verify = _verify(settings)
+    doc = cli_http.request("GET", f"{master_url.rstrip('/')}/v1/cluster", settings.token_value,
+                           timeout, verify=verify)
+    metrics, why = observe.task_metrics(master_url, settings.token_value, timeout, verify)
     if as_json:
         typer.echo(json.dumps({**doc, "task_metrics": metrics}, indent=2))
         return
@@ -394,7 +415,7 @@ def trace(
 
     try:
         merged = observe.trace_steps(settings.master_url, settings.token_value, session, body,
-                                     steps, timeout + 30.0, said)
+                                     steps, timeout + 30.0, said, _verify(settings))
         out.write_text(Timeline(merged).generate_chrome_trace_format(show_memory=show_memory))
     except (RuntimeError, OSError) as exc:
         raise _fail(str(exc)) from None

@@ -1,17 +1,33 @@
 """The command line's HTTP side: JSON requests to the master, ``--feed`` values as JSON tensors,
-tables and error exits (``tensorgrid submit``, ``status``, ``trace``)."""
+tables and error exits (``tensorgrid submit``, ``status``, ``trace``), the TLS options and the
+health probe (``tensorgrid health``)."""
 
 from __future__ import annotations
 
 import base64
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import typer
 
+from tensorgrid.cluster.probes import grpc_health, http_healthy
 from tensorgrid.core import dtypes
+from tensorgrid.transport.tls import TlsFiles, client_ssl_context
+
+TlsCertOpt = Annotated[Path | None, typer.Option(
+    help="a TLS certificate of the cluster's CA (PEM; `tensorgrid certs` makes them) "
+         "(default: $TENSORGRID_TLS_CERT)", show_default=False)]
+TlsKeyOpt = Annotated[Path | None, typer.Option(
+    help="the certificate's key (default: $TENSORGRID_TLS_KEY)", show_default=False)]
+TlsCaOpt = Annotated[Path | None, typer.Option(
+    help="the cluster's CA: TLS with peers whose certificates it signed "
+         "(default: $TENSORGRID_TLS_CA)", show_default=False)]
+TlsClientCertsOpt = Annotated[bool | None, typer.Option(
+    "--tls-http-client-certs", show_default=False,
+    help="HTTP clients must present a certificate of the CA too (mutual TLS; default: "
+         "$TENSORGRID_TLS_HTTP_CLIENT_CERTS)")]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -20,13 +36,16 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def request(method: str, url: str, token: str | None, timeout: float, body: Any = None) -> Any:
-    """One JSON request to the master; exits with the master's error message on failure."""
+def request(method: str, url: str, token: str | None, timeout: float, body: Any = None,
+            verify: Any = True) -> Any:
+    """One JSON request to the master; exits with the master's error message on failure.
+    ``verify``: how an ``https`` master is verified (``ClientSettings.http_verify()``)."""
     import httpx  # lazy: with rich and pygments, 0.2 s a healthcheck does not need
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        r = httpx.request(method, url, json=body, headers=headers, timeout=timeout)
+        r = httpx.request(method, url, json=body, headers=headers, timeout=timeout,
+                          verify=verify)
     except httpx.HTTPError as exc:
         raise fail(f"the master at {url} is unreachable: {exc}") from None
     try:
@@ -38,6 +57,23 @@ def request(method: str, url: str, token: str | None, timeout: float, body: Any 
         message = err.get("message") or r.text[:500]
         raise fail(f"{err.get('code', r.status_code)}: {message}")
     return doc
+
+
+def health_status(target: str, service: str, timeout: float, tls_ca: Path | None = None,
+                  tls_cert: Path | None = None, tls_key: Path | None = None) -> str:
+    """'SERVING' when ``target`` is healthy: the master's ``http(s)://`` URL answering 200, or a
+    task's ``host:port`` gRPC health; else what it answered ('NOT_SERVING', 'UNREACHABLE', ...).
+    With ``tls_ca`` an https master is verified with it, and with a certificate and key a
+    mutual-TLS gRPC target is probed over TLS. Bad TLS files exit with status 2."""
+    try:
+        if target.startswith(("http://", "https://")):
+            verify: Any = client_ssl_context(tls_ca, tls_cert, tls_key) if tls_ca else True
+            return "SERVING" if http_healthy(target, timeout, verify) else "NOT_SERVING"
+        credentials = TlsFiles(tls_cert, tls_key, tls_ca).channel_credentials() \
+            if tls_ca and tls_cert and tls_key else None
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+    return grpc_health(target, service, timeout, credentials)
 
 
 def placeholder_dtypes(graph: dict[str, Any]) -> dict[str, str]:

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import secrets
+import ssl
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -39,7 +40,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tensorgrid.core.serde import GraphLimits
 from tensorgrid.master.cluster import ClusterState, normalize_cluster
-from tensorgrid.transport.tls import TlsFiles
+from tensorgrid.transport.tls import TlsFiles, client_ssl_context
 
 MiB = 1024 * 1024
 ENV_PREFIX = "TENSORGRID_"
@@ -286,9 +287,9 @@ class _Settings(BaseSettings):
 
     @property
     def use_data_plane(self) -> bool:
-        """Whether tasks move tensors over the framed data plane (else gRPC streams only); the
-        framed data plane is plain TCP, so with TLS tensors take the gRPC streams."""
-        return self.data_plane == "tcp" and self.tls_files() is None
+        """Whether tasks move tensors over the framed data plane (else gRPC streams only); with
+        TLS configured the data plane speaks TLS too."""
+        return self.data_plane == "tcp"
 
     def tls_files(self) -> TlsFiles | None:
         """The TLS files, or None when TLS is not configured.
@@ -308,6 +309,30 @@ class _Settings(BaseSettings):
         """gRPC channel credentials for this process's calls (None: plaintext)."""
         tls = self.tls_files()
         return tls.channel_credentials() if tls is not None else None
+
+    def data_plane_ssl(self) -> ssl.SSLContext | None:
+        """The TLS client context of this task's data-plane connections (None: plain TCP)."""
+        tls = self.tls_files()
+        return tls.client_ssl_context() if tls is not None else None
+
+    def http_ssl(self) -> ssl.SSLContext | None:
+        """The TLS context of this process's HTTPS calls to a master: trusts ``tls_ca`` and
+        presents ``tls_cert``/``tls_key`` when both are set (a master with
+        ``tls_http_client_certs`` asks for them). None when no CA is set: the system's CAs.
+
+        Raises:
+            ValueError: a file cannot be read.
+        """
+        if self.tls_ca is None:
+            return None
+        cert, key = self.tls_cert, self.tls_key
+        return client_ssl_context(self.tls_ca.expanduser(),
+                                  cert.expanduser() if cert and key else None,
+                                  key.expanduser() if cert and key else None)
+
+    def http_verify(self) -> ssl.SSLContext | bool:
+        """What ``httpx`` takes as ``verify=`` for calls to a master (see ``http_ssl``)."""
+        return self.http_ssl() or True
 
 
 class MasterSettings(_Settings):
@@ -358,6 +383,9 @@ class MasterSettings(_Settings):
     heartbeat_interval_s: float | None = Field(  # type: ignore[assignment]
         default=HEARTBEAT_INTERVAL_S, gt=0,
         description="the heartbeat period: tasks silent this long are polled")
+    tls_http_client_certs: bool = Field(
+        default=False, description="with TLS, the HTTP API also requires a client certificate "
+                                   "signed by tls_ca (mutual TLS); off: clients need only the CA")
 
     @property
     def poll_interval_s(self) -> float:

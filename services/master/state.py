@@ -36,10 +36,12 @@ class MasterState:
         self.settings = settings
         self.pool = ChannelPool(settings.channel_credentials())
         token = settings.token_value
+        # under TLS the master's RunGraph streams reach the tasks' data planes over TLS too
+        data_ssl = settings.data_plane_ssl()
 
         def client_for(task: TaskState) -> GrpcTaskClient:
             return GrpcTaskClient(task.name, task.address, self.pool, token,
-                                  data_plane=settings.use_data_plane)
+                                  data_plane=settings.use_data_plane, ssl_context=data_ssl)
 
         cluster = ClusterState(settings.cluster, heartbeat_timeout=settings.heartbeat_timeout_s)
         self.core = MasterCore(

@@ -73,7 +73,8 @@ async def serve(settings: TaskSettings, *, stop: asyncio.Event | None = None,
     worker.cluster.update(addresses)
     pool = ChannelPool(settings.channel_credentials())
     worker.remote = GrpcRemoteRecv(worker, pool, token, addresses=addresses,
-                                   data_plane=settings.use_data_plane)
+                                   data_plane=settings.use_data_plane,
+                                   ssl_context=settings.data_plane_ssl())
     host_id = shm.host_id()
     server = TaskServer(bind, worker=worker, token=token, host_id=host_id,
                         advertise=addresses[name], data_plane=settings.use_data_plane,

@@ -205,10 +205,13 @@ class GrpcMasterBackend(_MasterBackend):
     """The MasterService of a remote ``train.Server`` over gRPC."""
 
     def __init__(self, address: str, graph: Graph, config: ConfigProto,
-                 token: str | None = None) -> None:
+                 token: str | None = None, credentials: Any = None) -> None:
         super().__init__(graph, config)
         self.address = address
-        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        # a master under mutual TLS takes the client's certificate (``credentials``)
+        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS) \
+            if credentials is None else grpc.secure_channel(address, credentials,
+                                                            options=CHANNEL_OPTIONS)
         self._stub = master_pb2_grpc.MasterServiceStub(self._channel)
         self._meta = metadata_token(token)
         self._rpc_timeout = 60.0
@@ -251,18 +254,24 @@ class GrpcMasterBackend(_MasterBackend):
 
 
 class HttpMasterBackend(_MasterBackend):
-    """The HTTP master service (``tensorgrid master`` / ``tensorgrid local``), protobuf bodies."""
+    """The HTTP master service (``tensorgrid master`` / ``tensorgrid local``), protobuf bodies.
+
+    ``verify`` is how an ``https`` master is verified: an ``ssl.SSLContext`` that trusts the
+    cluster's CA (and presents the client's certificate), or True for the system's CAs.
+    """
 
     CONTENT = "application/x-protobuf"
 
     def __init__(self, url: str, graph: Graph, config: ConfigProto,
-                 token: str | None = None, reconnect_s: float = 15.0) -> None:
+                 token: str | None = None, reconnect_s: float = 15.0,
+                 verify: Any = True) -> None:
         super().__init__(graph, config)
         self.url = url.rstrip("/")
         headers = {"Content-Type": self.CONTENT, "Accept": self.CONTENT}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=None)
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=None,
+                                  verify=verify)
         # how long to keep trying to connect while the master restarts (its sessions survive)
         self.reconnect_s = reconnect_s
 
@@ -389,11 +398,13 @@ def connect(target: str, graph: Graph, config: ConfigProto,
     """The backend for a session target.
 
     Args:
-        settings: the client's settings (its bearer token, how long to reconnect);
-            ``ClientSettings()`` from the environment when None.
+        settings: the client's settings (its bearer token, how long to reconnect, the CA
+            and certificate of a TLS master); ``ClientSettings()`` from the environment when
+            None.
 
     Raises:
-        InvalidArgumentError: the target is not 'grpc://host:port' or 'http(s)://host:port'.
+        InvalidArgumentError: the target is not 'grpc://host:port' or 'http(s)://host:port',
+            or the TLS files cannot be read.
     """
     settings = settings if settings is not None else ClientSettings()
     token = settings.token_value
@@ -402,12 +413,22 @@ def connect(target: str, graph: Graph, config: ConfigProto,
     if host is not None:
         return InProcessMasterBackend(host, graph, config)
     if target.startswith("grpc://"):
-        return GrpcMasterBackend(target[len("grpc://"):], graph, config, token)
+        return GrpcMasterBackend(target[len("grpc://"):], graph, config, token,
+                                 _tls(settings.channel_credentials))
     if target.startswith(("http://", "https://")):
-        return HttpMasterBackend(target, graph, config, token, settings.reconnect_s)
+        return HttpMasterBackend(target, graph, config, token, settings.reconnect_s,
+                                 _tls(settings.http_verify))
     raise errors.InvalidArgumentError(
         f"Unknown session target {target!r}: use '' (in-process), 'grpc://host:port' or "
         "'http://host:port'")
+
+
+def _tls(build: Any) -> Any:
+    """``build()``, a TLS file that cannot be read being an InvalidArgumentError."""
+    try:
+        return build()
+    except ValueError as exc:
+        raise errors.InvalidArgumentError(str(exc)) from None
 
 
 def reset_target(target: str, containers: list[str] | None,

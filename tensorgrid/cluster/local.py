@@ -7,6 +7,10 @@ worker tasks. Every process gets ``REDIS_URL`` and the cluster spec; every task 
 gRPC address. ``start()`` returns once each process is healthy (the master's ``/healthz``, each
 task's gRPC health service) and the master hears every task, or fails within ``start_timeout``.
 
+With ``tls=True`` every port speaks TLS: ``start()`` makes a CA and a certificate per process in
+``state_dir/tls`` (``tensorgrid certs``), hands each process its own, and talks to the master over
+``https`` with the ``client`` certificate; gRPC and the data plane are mutual TLS.
+
 Then a supervisor thread watches the processes: one that exits or is killed is started again on the
 same address (a task comes back with a new incarnation, which the master notices from its first
 heartbeat), after a backoff that doubles while it keeps dying within ``QUICK_EXIT_S`` of starting.
@@ -43,6 +47,7 @@ from tensorgrid.core import errors
 from tensorgrid.master.cluster import task_name
 from tensorgrid.runtime.threads import fair_share
 from tensorgrid.settings import ClientSettings, child_environment, ensure_token
+from tensorgrid.transport.certs import make_certs
 
 log = logging.getLogger("tensorgrid.local")
 
@@ -75,6 +80,7 @@ class LocalCluster:
         log_level: the log level of the master and task processes.
         settings: the settings of this process (``ClientSettings()`` when None): its home, its
             bearer token (handed to every process), its BLAS threads and its data plane.
+        tls: TLS on every port, with certificates made in ``state_dir/tls`` at each start.
 
     ``with LocalCluster(...) as cluster:`` starts it and stops it at the end of the block.
     """
@@ -84,7 +90,7 @@ class LocalCluster:
                  heartbeat_timeout: float = 3.0, restart: bool = True,
                  state_dir: str | Path | None = None, start_timeout: float = START_TIMEOUT_S,
                  stop_grace: float = STOP_GRACE_S, log_level: str = "info",
-                 settings: ClientSettings | None = None) -> None:
+                 settings: ClientSettings | None = None, tls: bool = False) -> None:
         if workers < 1 or ps < 0:
             raise errors.InvalidArgumentError(
                 f"A local cluster needs at least one worker and no negative ps count "
@@ -97,6 +103,9 @@ class LocalCluster:
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
         self.restart = restart
+        self.tls = tls
+        self._verify: Any = True  # how the master's HTTPS is verified (the cluster's CA)
+        self._grpc_credentials: Any = None
         self.state_dir = Path(state_dir or self.settings.home_dir / "local").expanduser().resolve()
         self.start_timeout = start_timeout
         self.stop_grace = stop_grace
@@ -117,12 +126,17 @@ class LocalCluster:
     def url(self) -> str:
         """The master's HTTP URL, for ``tf.Session(url)``."""
         host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     @property
     def grpc_target(self) -> str:
         """The master's gRPC MasterService, for ``tf.Session('grpc://...')``."""
         return f"grpc://{self.grpc_address}"
+
+    @property
+    def tls_dir(self) -> Path:
+        """Where ``tls=True`` keeps the CA, the certificates and the keys."""
+        return self.state_dir / "tls"
 
     @property
     def log_dir(self) -> Path:
@@ -257,11 +271,13 @@ class LocalCluster:
             overrides["TENSORGRID_TOKEN"] = settings.token_value
         # each task binds its own address; the Redis is REDIS_URL, which wins over this one
         env = child_environment(overrides, drop=("TENSORGRID_BIND", "TENSORGRID_REDIS_URL"))
+        env_of = self._plan_tls(env)
         py = [sys.executable, "-m"]
         master_argv = [*py, "services.master", "--host", self.host, "--port", str(self.port),
                        "--grpc-port", grpc_port, "--log-level", self.log_level]
         self._children.append(ManagedProcess("master", "master", 0, f"{self.host}:{self.port}",
-                                             master_argv, env, self.log_dir / "master.log"))
+                                             master_argv, env_of("master"),
+                                             self.log_dir / "master.log"))
         for job in ("ps", "worker"):
             for index, address in enumerate(self.spec.get(job, [])):
                 argv = [*py, f"services.{job}", "--job", job, "--task", str(index),
@@ -269,20 +285,42 @@ class LocalCluster:
                         "--heartbeat-interval", repr(self.heartbeat_interval),
                         "--log-level", self.log_level]
                 self._children.append(ManagedProcess(
-                    f"{job}{index}", job, index, address, argv, env,
+                    f"{job}{index}", job, index, address, argv, env_of(f"{job}-{index}"),
                     self.log_dir / f"{job}{index}.log", task_name(job, index)))
+
+    def _plan_tls(self, env: dict[str, str]) -> Any:
+        """With ``tls``: make the cluster's certificates, point this process's settings at the
+        client's, and return each process's environment by certificate name ('master',
+        'ps-0', ...) with its own files; without, every process gets ``env``."""
+        if not self.tls:
+            return lambda name: env
+        master_hosts = [] if self.host in ("0.0.0.0", "", "::") else [self.host]
+        files = make_certs(self.spec, self.tls_dir, master_hosts)
+        client = files["client"]
+        self.settings = self.settings.model_copy(update={
+            "tls_cert": client.cert, "tls_key": client.key, "tls_ca": client.ca})
+        self._verify = self.settings.http_verify()
+        self._grpc_credentials = self.settings.channel_credentials()
+
+        def env_of(name: str) -> dict[str, str]:
+            own = files[name]
+            return {**env, "TENSORGRID_TLS_CERT": str(own.cert),
+                    "TENSORGRID_TLS_KEY": str(own.key), "TENSORGRID_TLS_CA": str(own.ca)}
+
+        return env_of
 
     # ------------------------------------------------------------------ health
     def _healthy(self, child: ManagedProcess) -> bool:
         if isinstance(child, RedisManagedProcess):
             return child.server is not None and child.server.ping()
         if child.role == "master":
-            return http_healthy(self.url, timeout=1.0)
-        return grpc_healthy(child.address, timeout=1.0)
+            return http_healthy(self.url, timeout=1.0, verify=self._verify)
+        return grpc_healthy(child.address, timeout=1.0, credentials=self._grpc_credentials)
 
     def _master_hears_all(self) -> bool:
         try:
-            doc = httpx.get(f"{self.url}/v1/cluster", timeout=2.0, headers=self._auth()).json()
+            doc = httpx.get(f"{self.url}/v1/cluster", timeout=2.0, headers=self._auth(),
+                            verify=self._verify).json()
         except (httpx.HTTPError, ValueError):
             return False
         tasks = doc.get("tasks", []) if isinstance(doc, dict) else []
@@ -400,5 +438,6 @@ class LocalCluster:
     def describe(self) -> dict[str, Any]:
         """The cluster as JSON: URLs, the spec, and each process."""
         return {"url": self.url, "grpc": self.grpc_target, "redis_url": self.redis_url,
+                "tls_dir": str(self.tls_dir) if self.tls else None,
                 "state_dir": str(self.state_dir), "cluster": self.spec,
                 "processes": [dataclasses.asdict(c.info()) for c in self._children]}

@@ -22,14 +22,15 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def task_metrics(master_url: str, token: str | None, timeout: float
+def task_metrics(master_url: str, token: str | None, timeout: float, verify: Any = True
                  ) -> tuple[dict[str, dict[str, float]] | None, str]:
     """Each task's metrics from the master's ``/metrics/tasks``, summed per task and series name
     over the other labels (``steps_ok``/``steps_failed`` split the step counter; buckets left
-    out); ``(None, why)`` when the master cannot give them."""
+    out); ``(None, why)`` when the master cannot give them. ``verify``: how an ``https`` master
+    is verified (``ClientSettings.http_verify()``)."""
     try:
         r = httpx.get(f"{master_url.rstrip('/')}/metrics/tasks", headers=_headers(token),
-                      timeout=timeout)
+                      timeout=timeout, verify=verify)
     except httpx.HTTPError as exc:
         return None, str(exc)
     if r.status_code != 200:
@@ -77,12 +78,13 @@ def metrics_rows(metrics: dict[str, dict[str, float]]) -> list[tuple[str, ...]]:
 
 def trace_steps(master_url: str, token: str | None, session: str, body: dict[str, Any],
                 steps: int, timeout: float,
-                on_step: Callable[[int, Any, step_stats_pb2.StepStats], None] | None = None
-                ) -> step_stats_pb2.StepStats:
+                on_step: Callable[[int, Any, step_stats_pb2.StepStats], None] | None = None,
+                verify: Any = True) -> step_stats_pb2.StepStats:
     """Run ``steps`` traced steps of an open session (``body``: the run route's JSON: feeds,
     fetches, targets, timeout_ms) and return all their rows in one ``StepStats``.
 
-    ``on_step(index, step_id, stats)`` hears of each step as it ends.
+    ``on_step(index, step_id, stats)`` hears of each step as it ends; ``verify`` is how an
+    ``https`` master is verified.
 
     Raises:
         RuntimeError: the master is unreachable or refused a step (its error message).
@@ -92,7 +94,7 @@ def trace_steps(master_url: str, token: str | None, session: str, body: dict[str
     for i in range(steps):
         try:
             r = httpx.post(url, json={**body, "trace_level": FULL_TRACE},
-                           headers=_headers(token), timeout=timeout)
+                           headers=_headers(token), timeout=timeout, verify=verify)
         except httpx.HTTPError as exc:
             raise RuntimeError(f"the master at {master_url} is unreachable: {exc}") from None
         try:

@@ -6,32 +6,38 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 SERVING = "SERVING"
 
 
-def http_healthy(url: str, timeout: float = 2.0) -> bool:
+def http_healthy(url: str, timeout: float = 2.0, verify: Any = True) -> bool:
     """Whether ``GET url`` answers 200 (``url`` is the master's base URL, or ends in a path such
-    as ``/healthz``: a bare ``http://host:port`` gets ``/healthz`` appended)."""
+    as ``/healthz``: a bare ``http://host:port`` gets ``/healthz`` appended). ``verify``: how
+    an ``https`` master is verified (an ``ssl.SSLContext`` trusting the cluster's CA)."""
     import httpx
 
     target = url.rstrip("/")
     if target.count("/") <= 2:  # scheme://host:port with no path
         target += "/healthz"
     try:
-        return httpx.get(target, timeout=timeout).status_code == 200
+        return httpx.get(target, timeout=timeout, verify=verify).status_code == 200
     except httpx.HTTPError:
         return False
 
 
-def grpc_health(address: str, service: str = "", timeout: float = 2.0) -> str:
+def grpc_health(address: str, service: str = "", timeout: float = 2.0,
+                credentials: Any = None) -> str:
     """The gRPC health status of ``service`` ('' = the server as a whole) at ``host:port``:
-    'SERVING', 'NOT_SERVING', 'SERVICE_UNKNOWN', ..., or 'UNREACHABLE' when nothing answers."""
+    'SERVING', 'NOT_SERVING', 'SERVICE_UNKNOWN', ..., or 'UNREACHABLE' when nothing answers.
+    ``credentials``: the gRPC channel credentials of a TLS server (None: plaintext)."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     target = address.removeprefix("grpc://")
-    with grpc.insecure_channel(target) as channel:
+    channel = grpc.insecure_channel(target) if credentials is None else \
+        grpc.secure_channel(target, credentials)
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
@@ -41,9 +47,10 @@ def grpc_health(address: str, service: str = "", timeout: float = 2.0) -> str:
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
 
 
-def grpc_healthy(address: str, service: str = "", timeout: float = 2.0) -> bool:
+def grpc_healthy(address: str, service: str = "", timeout: float = 2.0,
+                 credentials: Any = None) -> bool:
     """Whether the gRPC server at ``host:port`` reports ``service`` as SERVING."""
-    return grpc_health(address, service, timeout) == SERVING
+    return grpc_health(address, service, timeout, credentials) == SERVING
 
 
 def wait_until(check: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:

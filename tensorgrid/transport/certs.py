@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tensorgrid.transport.tls import TlsFiles
+from tensorgrid.transport.tls import CLIENT_CERT_NAME, MASTER_CERT_NAME, TlsFiles
 
 VALID_DAYS = 825  # the longest validity clients accept for a leaf certificate
 
@@ -92,8 +92,8 @@ def make_certs(spec: Mapping[str, Any], directory: Path, master_hosts: Iterable[
     _write_key(directory / "ca.key", ca_key)
     loopback = ("127.0.0.1", "localhost", "::1")
     wanted: dict[str, tuple[str, list[str]]] = {
-        "master": ("master", [*master_hosts, *loopback]),
-        "client": ("client", list(loopback)),
+        "master": (MASTER_CERT_NAME, [*master_hosts, *loopback]),
+        "client": (CLIENT_CERT_NAME, list(loopback)),
     }
     for job, tasks in spec.items():
         items = tasks.items() if isinstance(tasks, Mapping) else enumerate(tasks)

@@ -1,4 +1,4 @@
-"""The framed data plane: the hot-path streams (RunGraph and RecvTensor) over plain TCP.
+"""The framed data plane: the hot-path streams (RunGraph and RecvTensor) over TCP (or TLS).
 
 The messages are the WorkerService's own (``RunGraphStreamRequest`` ... from worker.proto); only
 the framing is lighter than gRPC's. A round trip of such a message costs about half of a gRPC
@@ -11,6 +11,11 @@ every frame is ``<u32 length><u8 kind><protobuf>``, little-endian, except RAW fr
 bytes follow their message (``wire``): the server writes them from the producer's array and the
 client (a ``BufferedProtocol`` over ``wire.FrameReader``) receives them straight into the
 consumer's tensor.
+
+Given ``ssl`` contexts (``TlsFiles.server_ssl_context``/``client_ssl_context``) the plane speaks
+TLS: the server asks every peer for a certificate of the cluster's CA, and accepts a connection
+only from a certificate that names one of the cluster's tasks or the master (``peers``); a
+plaintext client fails the handshake before any frame is read.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ import hmac
 import json
 import logging
 import socket
+import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from tensorgrid.core import errors
+from tensorgrid.transport.tls import peer_common_name
 from tensorgrid.transport.wire import (
     HEAD,
     HELLO,
@@ -52,6 +59,7 @@ _TYPES = TYPES
 _STREAMS = {"run": (RUN_REQ, RUN_RESP), "recv": (RECV_REQ, RECV_RESP)}
 _HEAD = HEAD
 MAX_HELLO = 4096  # a hello is a stream name and a token: nothing a peer declares is read first
+HANDSHAKE_S = 10.0  # a TLS handshake that takes longer is dropped
 
 
 async def read_frame(reader: asyncio.StreamReader, peer: str = "") -> tuple[int, bytes]:
@@ -84,6 +92,20 @@ def _write_answer(writer: asyncio.StreamWriter, answer: Any) -> None:
         writer.write(frame(answer))
 
 
+TLS_SLICE = 256 * 1024  # a TLS transport encrypts what it is given at once: hand it slices
+
+
+async def _write_sliced(writer: asyncio.StreamWriter, answer: RawFrame) -> None:
+    """A RAW frame over TLS, its payload in slices with a drain after each: the peer decrypts
+    one slice while this side encrypts the next, and the encrypted copy the TLS transport keeps
+    is a slice, not the whole piece."""
+    payload = answer.payload
+    writer.write(raw_head(answer.message, len(payload)))
+    for offset in range(0, len(payload), TLS_SLICE):
+        writer.write(payload[offset:offset + TLS_SLICE])
+        await writer.drain()
+
+
 def _nodelay(writer: asyncio.StreamWriter) -> None:
     sock = writer.get_extra_info("socket")
     if sock is not None:
@@ -100,18 +122,33 @@ class DataPlaneServer:
         servicer: the task's WorkerServicer (its ``RunGraphStream``/``RecvTensorStream``).
         host: the interface to listen on (the task's own).
         token: the bearer token every connection must present.
+        ssl_context: serve TLS with this server context (None: plain TCP).
+        peers: under TLS, whether a certificate's common name may use this plane (None: any
+            certificate the context accepts).
+
+    Attributes:
+        streams: connections accepted (past the TLS handshake, the peer check and the hello).
+        raw_bytes: tensor bytes sent in RAW frames.
     """
 
-    def __init__(self, servicer: Any, host: str, token: str | None = None) -> None:
+    def __init__(self, servicer: Any, host: str, token: str | None = None, *,
+                 ssl_context: ssl.SSLContext | None = None,
+                 peers: Callable[[str], bool] | None = None) -> None:
         self.servicer = servicer
         self.host = host
         self.token = token or ""
+        self.ssl_context = ssl_context
+        self.peers = peers
         self.port = 0
+        self.streams = 0
+        self.raw_bytes = 0
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, self.host, 0)
+        self._server = await asyncio.start_server(
+            self._serve, self.host, 0, ssl=self.ssl_context,
+            ssl_handshake_timeout=HANDSHAKE_S if self.ssl_context is not None else None)
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
 
@@ -128,6 +165,8 @@ class DataPlaneServer:
             self._connections.add(task)
         _nodelay(writer)
         try:
+            if not self._peer_allowed(writer):
+                return
             # the hello is checked before anything the peer declares is read or allocated
             hello = await asyncio.wait_for(_read_hello(reader), 10.0)
             stream = _STREAMS.get(str(hello.get("stream", "")))
@@ -140,7 +179,13 @@ class DataPlaneServer:
             handler = self.servicer.RunGraphStream if req_kind == RUN_REQ else \
                 self.servicer.RecvTensorStream
             peer = "{}:{}".format(*(writer.get_extra_info("peername") or ("?", "?"))[:2])
+            self.streams += 1
             async for answer in handler(_requests(reader, req_kind, peer), _FRAMED):
+                if isinstance(answer, RawFrame):
+                    self.raw_bytes += len(answer.payload)
+                    if self.ssl_context is not None:
+                        await _write_sliced(writer, answer)
+                        continue
                 _write_answer(writer, answer)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
@@ -151,6 +196,18 @@ class DataPlaneServer:
             writer.close()
             if task is not None:
                 self._connections.discard(task)
+
+    def _peer_allowed(self, writer: asyncio.StreamWriter) -> bool:
+        """Under TLS, whether the peer's certificate (verified by the handshake) names one of
+        the peers this plane serves; always True on plain TCP."""
+        if self.ssl_context is None or self.peers is None:
+            return True
+        name = peer_common_name(writer.get_extra_info("peercert"))
+        if name is None or not self.peers(name):
+            log.warning("data plane: refused a TLS connection from %r (not a task of the "
+                        "cluster)", name)
+            return False
+        return True
 
 
 async def _read_hello(reader: asyncio.StreamReader) -> dict[str, Any]:
@@ -265,11 +322,14 @@ class FramedCall:
         on_broken: called when the connection fails or closes (the address may be stale).
         sink: where the payloads of RAW frames go (see ``wire.Sink``); the messages of those
             frames then come out of the iteration as ``Landed``.
+        ssl_context: connect with TLS (verifying the peer's host) with this client context.
     """
 
     def __init__(self, address: str, stream: str, token: str | None, peer: str,
-                 on_broken: Callable[[], None] | None = None, sink: Sink | None = None) -> None:
+                 on_broken: Callable[[], None] | None = None, sink: Sink | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self._address = address
+        self._ssl = ssl_context
         self._on_broken = on_broken
         self._stream = stream
         self._token = token or ""
@@ -283,8 +343,12 @@ class FramedCall:
         self._connecting = True
         try:
             host, _, port = self._address.rpartition(":")
+            host = host.strip("[]")
+            secure = self._ssl is not None
             transport, _ = await asyncio.get_running_loop().create_connection(
-                lambda: self._protocol, host, int(port))
+                lambda: self._protocol, host, int(port), ssl=self._ssl,
+                server_hostname=host if secure else None,
+                ssl_handshake_timeout=HANDSHAKE_S if secure else None)
             sock = transport.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -18,7 +18,7 @@ from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport.channels import CHANNEL_OPTIONS
 from tensorgrid.transport.frames import DataPlaneServer
 from tensorgrid.transport.master_service import MasterServicer
-from tensorgrid.transport.tls import TlsFiles
+from tensorgrid.transport.tls import MASTER_CERT_NAME, TlsFiles
 from tensorgrid.transport.worker_service import WorkerServicer
 
 SERVICE_WORKER = "tensorgrid.WorkerService"
@@ -75,7 +75,8 @@ class TaskServer:
         data_plane: serve tensors over the framed data plane too (else gRPC streams only).
         shm_pool_bytes: shared memory kept mapped for same-host consumers (None: the default).
         tls: serve over TLS with this certificate, requiring callers to present one of the
-            same CA (mutual TLS); the framed data plane is then off (it is plain TCP).
+            same CA (mutual TLS); the framed data plane then speaks TLS too, and serves only
+            certificates that name a task of the cluster or the master.
     """
 
     def __init__(self, bind: str, worker: WorkerCore | None = None,
@@ -84,8 +85,7 @@ class TaskServer:
                  shm_pool_bytes: int | None = None, tls: TlsFiles | None = None) -> None:
         self.bind = bind
         self.tls = tls
-        # the framed data plane is plain TCP: with TLS, tensors move over the gRPC streams
-        self.use_data_plane = data_plane and tls is None
+        self.use_data_plane = data_plane
         self.shm_pool_bytes = shm_pool_bytes
         # the address peers know this task by (its host names the data plane too)
         self.advertise = advertise or bind
@@ -120,7 +120,10 @@ class TaskServer:
         self._server = server
         if self.worker_servicer is not None and self.use_data_plane:
             bind_host = self.bind.rpartition(":")[0].strip("[]") or "127.0.0.1"
-            self.data_plane = DataPlaneServer(self.worker_servicer, bind_host, self.token)
+            self.data_plane = DataPlaneServer(
+                self.worker_servicer, bind_host, self.token,
+                ssl_context=self.tls.server_ssl_context() if self.tls is not None else None,
+                peers=self._is_peer)
             port = await self.data_plane.start()
             self.worker_servicer.data_address = f"{self.advertise.rpartition(':')[0]}:{port}"
         serving = health_pb2.HealthCheckResponse.SERVING
@@ -130,6 +133,15 @@ class TaskServer:
         if self.master is not None:
             await self.health.set(SERVICE_MASTER, serving)
         return self.port
+
+    def _is_peer(self, common_name: str) -> bool:
+        """Whether a TLS certificate's common name may use this task's data plane: the master
+        (it runs steps) or a task this task knows (they pull tensors); not a client's."""
+        if common_name == MASTER_CERT_NAME:
+            return True
+        if self.worker is None:
+            return False
+        return common_name == self.worker.task or common_name in self.worker.cluster
 
     async def stop(self, grace: float = 2.0) -> None:
         """Stop gracefully: report NOT_SERVING, let in-flight calls finish within ``grace``."""

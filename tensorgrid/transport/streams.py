@@ -45,7 +45,8 @@ def _opener(grpc_call: Callable[[], Any], data_plane: Any, stream: str, task: st
         if not data_address:
             return grpc_call()
         return FramedCall(data_address, stream, data_plane.token, task,
-                          on_broken=lambda: data_plane.forget(address), sink=sink)
+                          on_broken=lambda: data_plane.forget(address), sink=sink,
+                          ssl_context=data_plane.ssl_context)
 
     return open_call
 

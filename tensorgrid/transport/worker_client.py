@@ -5,6 +5,7 @@ turn of the event loop, travels in one RecvTensor call)."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,13 +25,15 @@ from tensorgrid.transport.streams import RecvTensorStreamClient, RunGraphStreamC
 class DataAddresses:
     """Where peers' framed data planes listen (from their GetStatus), cached per address.
 
-    Off when ``TENSORGRID_DATA_PLANE=grpc``: every stream then goes over gRPC.
+    Off when ``TENSORGRID_DATA_PLANE=grpc``: every stream then goes over gRPC. With an
+    ``ssl_context`` (the task's TLS client context) every connection to a data plane is TLS.
     """
 
     def __init__(self, pool: ChannelPool, token: str | None = None,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, ssl_context: ssl.SSLContext | None = None) -> None:
         self._pool = pool
         self.token = token
+        self.ssl_context = ssl_context
         self._meta = metadata_token(token)
         self._timeout = timeout
         self._cache: dict[str, str] = {}
@@ -52,22 +55,23 @@ class DataAddresses:
         self._cache.pop(address, None)
 
 
-def data_plane_for(pool: ChannelPool, token: str | None,
-                   data_plane: bool = True) -> DataAddresses | None:
-    """The data-plane addresses of peers, or None when tensors go over gRPC streams only."""
-    return DataAddresses(pool, token) if data_plane else None
+def data_plane_for(pool: ChannelPool, token: str | None, data_plane: bool = True,
+                   ssl_context: ssl.SSLContext | None = None) -> DataAddresses | None:
+    """The data-plane addresses of peers (dialled with TLS when ``ssl_context`` is given), or
+    None when tensors go over gRPC streams only."""
+    return DataAddresses(pool, token, ssl_context=ssl_context) if data_plane else None
 
 
 class GrpcTaskClient:
     """The master's handle on one remote task."""
 
     def __init__(self, task: str, address: str, pool: ChannelPool, token: str | None = None,
-                 *, data_plane: bool = True) -> None:
+                 *, data_plane: bool = True, ssl_context: ssl.SSLContext | None = None) -> None:
         self.task = task
         self.address = address
         self._pool = pool
         self._meta = metadata_token(token)
-        self._data_plane = data_plane_for(pool, token, data_plane)
+        self._data_plane = data_plane_for(pool, token, data_plane, ssl_context)
         self._run_stream: RunGraphStreamClient | None = None
         self._recv_stream: RecvTensorStreamClient | None = None
         self._host_id = shm.host_id()
@@ -174,11 +178,12 @@ class GrpcRemoteRecv:
         timeout: bound on one RecvTensor call (the step's own deadline and aborts end it sooner).
         addresses: peers' addresses known up front (the cluster spec).
         data_plane: pull tensors over the framed data plane (else gRPC streams only).
+        ssl_context: dial peers' data planes with TLS (the task's client context).
     """
 
     def __init__(self, worker: WorkerCore, pool: ChannelPool, token: str | None = None,
                  timeout: float = 3600.0, addresses: Mapping[str, str] | None = None, *,
-                 data_plane: bool = True) -> None:
+                 data_plane: bool = True, ssl_context: ssl.SSLContext | None = None) -> None:
         self.worker = worker
         self._pool = pool
         self._meta = metadata_token(token)
@@ -188,7 +193,7 @@ class GrpcRemoteRecv:
         self.host_id = shm.host_id()
         self.calls = 0
         self._streams: dict[str, RecvTensorStreamClient] = {}
-        self._data_plane = data_plane_for(pool, token, data_plane)
+        self._data_plane = data_plane_for(pool, token, data_plane, ssl_context)
         self._fetching: set[asyncio.Future[None]] = set()
 
     def _address(self, task: str) -> str:

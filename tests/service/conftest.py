@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
 
 import uvicorn  # noqa: E402
 
+from services.master.cli import tls_options  # noqa: E402
 from services.master.main import create_app  # noqa: E402
 from services.worker.main import serve  # noqa: E402
 from tensorgrid.client.train.server import free_port  # noqa: E402
@@ -136,15 +137,17 @@ class TaskCluster:
 
 
 class MasterServer:
-    """The HTTP master app under uvicorn on a free 127.0.0.1 port, in a background thread."""
+    """The HTTP master app under uvicorn on a free 127.0.0.1 port, in a background thread
+    (HTTPS when the settings name TLS files)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.app = create_app(settings)
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        tls = tls_options(settings)
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning", lifespan="on"))
+                                                    log_level="warning", lifespan="on", **tls))
         self.thread = threading.Thread(target=self.server.run, name="uvicorn-master", daemon=True)
         self.thread.start()
         deadline = time.monotonic() + START_TIMEOUT
@@ -153,7 +156,7 @@ class MasterServer:
                 self.stop()
                 raise TimeoutError(f"master did not start on {self.url}")
             time.sleep(0.02)
-        self.http = httpx.Client(base_url=self.url, timeout=30.0)
+        self.http = httpx.Client(base_url=self.url, timeout=30.0, verify=settings.http_verify())
 
     def counts(self) -> dict[str, int]:
         """Sessions and graphs the master holds, as ``/v1/cluster`` reports them."""

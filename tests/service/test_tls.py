@@ -42,7 +42,7 @@ async def test_a_tls_task_refuses_plaintext_and_foreign_clients(tmp_path: Path) 
     files = make_certs({"worker": [address]}, tmp_path / "tls")
     other = make_certs({"worker": [address]}, tmp_path / "other")
     server = TaskServer(address, worker=WorkerCore(WORKER), tls=files["worker-0"])
-    assert not server.use_data_plane  # the framed data plane is plain TCP: off under TLS
+    assert server.use_data_plane  # the framed data plane speaks TLS too
     await server.start()
     try:
         secure = grpc.aio.secure_channel(address, files["client"].channel_credentials())
@@ -70,12 +70,13 @@ async def test_a_tls_task_refuses_plaintext_and_foreign_clients(tmp_path: Path) 
         await server.stop(0)
 
 
-def test_tls_settings_need_all_three_files_and_turn_the_data_plane_off(tmp_path: Path) -> None:
+def test_tls_settings_need_all_three_files_and_keep_the_data_plane(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="TLS needs all"):
         TaskSettings(tls_cert=tmp_path / "a.pem").tls_files()
     files = make_certs({"worker": ["127.0.0.1:1"]}, tmp_path / "tls")["worker-0"]
     settings = TaskSettings(tls_cert=files.cert, tls_key=files.key, tls_ca=files.ca)
-    assert settings.tls_files() == files and not settings.use_data_plane
+    assert settings.tls_files() == files and settings.use_data_plane
+    assert settings.data_plane_ssl() is not None
 
 
 async def test_under_tls_a_heartbeat_for_a_task_is_accepted_only_from_that_task(

@@ -67,8 +67,9 @@ async def index(request: Request, state: State,
             return HTMLResponse(_LOGIN_PAGE.format(message="That token is wrong."), 401)
         # 303 to a URL without the token, so it leaves the address bar and the history
         response = RedirectResponse("/", status_code=303)
+        # over HTTPS the cookie is Secure: a browser never sends it over plain HTTP
         response.set_cookie(DASHBOARD_COOKIE, dashboard_cookie(expected), httponly=True,
-                            samesite="strict", path="/")
+                            samesite="strict", path="/", secure=request.url.scheme == "https")
         return response
     cookie = request.cookies.get(DASHBOARD_COOKIE, "")
     if not hmac.compare_digest(cookie.encode(), dashboard_cookie(expected).encode()):

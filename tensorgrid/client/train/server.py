@@ -42,7 +42,8 @@ class Server:
         config: a ConfigProto (its ``operation_timeout_in_ms`` bounds steps).
         start: start serving now.
         settings: the process's settings (bearer token, listen address, heartbeat timing, data
-            plane, BLAS threads); ``ClientSettings()`` from the environment when None.
+            plane, BLAS threads, the task's TLS certificate: with one, its gRPC and data plane
+            speak mutual TLS); ``ClientSettings()`` from the environment when None.
     """
 
     def __init__(self, server_or_cluster_def: Any, job_name: str | None = None,
@@ -121,12 +122,15 @@ class Server:
 
     async def _start(self) -> None:
         settings = self.settings
-        pool = ChannelPool()
+        credentials = settings.channel_credentials()
+        data_ssl = settings.data_plane_ssl()
+        pool = ChannelPool(credentials)
         self._pool = pool
         host = shm.host_id()
         shm.remove_dead_segments()  # shared memory left by tasks that were killed
         self.worker.remote = GrpcRemoteRecv(self.worker, pool, self.token,
-                                            data_plane=settings.use_data_plane)
+                                            data_plane=settings.use_data_plane,
+                                            ssl_context=data_ssl)
         state = ClusterState(self.cluster_spec.as_dict())
         local_client = InProcessTaskClient(self.worker, host)
 
@@ -134,7 +138,7 @@ class Server:
             if ts.name == self.task_name:
                 return local_client
             return GrpcTaskClient(ts.name, ts.address, pool, self.token,
-                                  data_plane=settings.use_data_plane)
+                                  data_plane=settings.use_data_plane, ssl_context=data_ssl)
 
         timeout = 300.0
         cfg = self.config
@@ -153,12 +157,14 @@ class Server:
         # masters that register graphs here get this task's heartbeats, from a thread of their
         # own; and this master tells the tasks it registers on where to send theirs
         self.master.address = self.address
-        self._beats = HeartbeatSender(self.worker, self.address, host, interval, [], self.token)
+        self._beats = HeartbeatSender(self.worker, self.address, host, interval, [], self.token,
+                                      credentials=credentials)
         self._beats.start()
         self._server = TaskServer(settings.bind or self.address, worker=self.worker,
                                   advertise=self.address, master=self.master, token=self.token,
                                   host_id=host, data_plane=settings.use_data_plane,
-                                  shm_pool_bytes=settings.shm_pool_bytes)
+                                  shm_pool_bytes=settings.shm_pool_bytes,
+                                  tls=settings.tls_files())
         try:
             await self._server.start()
         except OSError as exc:
