@@ -20,7 +20,6 @@ from tensorgrid.core.registry import AsyncKernel, KernelContext, StepKernel
 from tensorgrid.core.registry import register_kernel as kernel
 from tensorgrid.core.rendezvous_key import make_key
 
-
 ROOT_FRAME_ITER = "0:0"
 
 
