@@ -88,7 +88,8 @@ def _tensor_array(ctx: KernelContext) -> Callable[[Any], tuple[Any, Any]]:
     dynamic = bool(ctx.attr("dynamic_size"))
     shape = ctx.attr("element_shape")
     shape = None if shape is None else as_shape(shape)
-    dims = None if shape is None or not shape.is_fully_defined() else tuple(shape.as_list())
+    dims = None if shape is None or not shape.is_fully_defined() else \
+        tuple(int(d or 0) for d in shape.as_list())
     return lambda size: (TensorArray(name, int(np.asarray(size)), dtype, dynamic,
                                      element_shape=dims), _FLOW)
 

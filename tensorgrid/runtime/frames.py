@@ -90,7 +90,7 @@ class _Frame:
         self.parent_iter = parent_iter
         # the instance's name in rendezvous keys: the same on every task that runs a copy of the
         # loop (frame names and the iterations of the enclosing frames agree), and ';'-free
-        self.key = "0" if parent_iter is None else \
+        self.key: str = "0" if parent_iter is None else \
             f"{parent_iter.frame.key}/{parent_iter.id}/{info.name.replace(';', ',')}"
         self.iters: dict[int, _Iter] = {0: _Iter(self, 0)}
         self.count = 0  # the newest iteration's id
