@@ -273,3 +273,26 @@ def test_an_rnn_whose_weights_live_on_the_ps_trains_as_in_one_process(
     np.testing.assert_allclose(remote_losses, local_losses, rtol=0, atol=1e-5)
     if use_resource:  # the weights are read inside the loop, on the ps: the frame spans tasks
         assert _ps_has_control_loop(g, fetches)
+
+
+def test_an_error_inside_a_loop_on_the_ps_fails_the_step_naming_the_node(
+        cluster: Cluster) -> None:
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device(WORKER):
+            x0 = tf.placeholder(tf.float32, [], name="x0")
+
+            def body(i: Any, x: Any) -> tuple[Any, Any]:
+                with tf.device(PS):
+                    y = tf.check_numerics(tf.log(x), "log of the loop value")
+                return i + 1, y - 1.0
+
+            out = tf.while_loop(lambda i, x: i < 3, body, [tf.constant(0), x0])
+    config = tf.ConfigProto(operation_timeout_in_ms=TIMEOUT_MS)
+    with tf.Session(cluster.target, graph=g, config=config) as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="log of the loop value") as exc:
+            sess.run(out, {x0: 2.0})  # log(2) - 1 < 0: NaN in the second iteration
+        assert "/job:ps/" in str(exc.value) and "CheckNumerics" in str(exc.value)
+        n, x = sess.run(out, {x0: 1e6})  # the session still runs the loop
+    assert int(n) == 3
+    np.testing.assert_allclose(float(x), np.log(np.log(np.log(1e6) - 1) - 1) - 1, rtol=1e-5)
