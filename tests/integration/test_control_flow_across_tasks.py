@@ -296,3 +296,37 @@ def test_an_error_inside_a_loop_on_the_ps_fails_the_step_naming_the_node(
         n, x = sess.run(out, {x0: 1e6})  # the session still runs the loop
     assert int(n) == 3
     np.testing.assert_allclose(float(x), np.log(np.log(np.log(1e6) - 1) - 1) - 1, rtol=1e-5)
+
+
+def test_a_loop_over_three_tasks_with_a_cond_inside_and_its_gradient() -> None:
+    """Two ps tasks and a worker: x * a on ps 0, a cond on ps 1, the loop on the worker; four
+    iterations in flight at once."""
+    spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"],
+                        "worker": [f"127.0.0.1:{free_port()}"]})
+    servers: list[Server] = []
+
+    def build(dev: Callable[[str], Any]) -> tuple[list[Any], dict[Any, Any]]:
+        with tf.device(dev("/job:ps/task:0")):
+            a = tf.get_variable("a3", initializer=np.float32(0.9), use_resource=True)
+        with tf.device(dev("/job:ps/task:1")):
+            b = tf.get_variable("b3", initializer=np.float32(0.3))
+        with tf.device(dev(WORKER)):
+            def body(i: Any, x: Any) -> tuple[Any, Any]:
+                with tf.device(dev("/job:ps/task:0")):
+                    y = x * a
+                with tf.device(dev("/job:ps/task:1")):
+                    z = tf.cond(i % 3 > 0, lambda: y + b, lambda: y - b)
+                return i + 1, z
+
+            _, out = tf.while_loop(lambda i, x: i < 50, body, [tf.constant(0), tf.constant(1.0)],
+                                   parallel_iterations=4)
+        return [out, *tf.gradients(out, [a, b])], {}
+
+    try:
+        servers += [Server(spec, "ps", 0), Server(spec, "ps", 1), Server(spec, "worker", 0)]
+        local, _, _ = _run(build, None)
+        remote, _, _ = _run(build, servers[2].target)
+    finally:
+        for server in reversed(servers):
+            server.stop()
+    _assert_same(local, remote)
