@@ -9,6 +9,7 @@ and collected by the orchestrator, which writes them, one per line, to the raw r
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -72,6 +73,22 @@ def add_settings_args(parser: Any) -> None:
     parser.add_argument("--warm-s", type=float, default=None, help="training warm-up seconds")
     parser.add_argument("--window-s", type=float, default=None, help="training window seconds")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few, short reps")
+
+
+def parse_unit_args(doc: str | None, units: Sequence[str], argv: list[str] | None
+                    ) -> tuple[Settings, list[str], list[str]]:
+    """Parse a bench's command line (``--framework``, ``--units`` and the settings): the settings,
+    the frameworks and the units asked for; an unknown unit is a usage error."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--framework", default="tensorgrid,tensorflow")
+    p.add_argument("--units", default=",".join(units))
+    add_settings_args(p)
+    a = p.parse_args(argv)
+    asked = [u for u in a.units.split(",") if u]
+    unknown = [u for u in asked if u not in units]
+    if unknown:
+        p.error(f"unknown unit(s) {unknown}; choose from {list(units)}")
+    return settings_from_args(a), a.framework.split(","), asked
 
 
 def settings_from_args(args: Any) -> Settings:

@@ -17,7 +17,6 @@ needs a name the framework lacks is reported as skipped, naming what is missing.
 
 from __future__ import annotations
 
-import argparse
 import secrets
 import sys
 import tempfile
@@ -27,14 +26,13 @@ from typing import Any
 from common import (
     Proc,
     Settings,
-    add_settings_args,
     child_env,
     emit,
     free_ports,
     info,
     log_tail,
+    parse_unit_args,
     python_for,
-    settings_from_args,
     start_process,
     status_row,
     stop_process,
@@ -203,17 +201,9 @@ def run(s: Settings, frameworks: list[str], units: list[str], log_dir: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--framework", default="tensorgrid,tensorflow")
-    p.add_argument("--units", default=",".join(UNITS))
-    add_settings_args(p)
-    a = p.parse_args(argv)
-    units = [u for u in a.units.split(",") if u]
-    unknown = [u for u in units if u not in UNITS]
-    if unknown:
-        p.error(f"unknown unit(s) {unknown}; choose from {UNITS}")
+    settings, frameworks, units = parse_unit_args(__doc__, UNITS, argv)
     log_dir = Path(tempfile.mkdtemp(prefix="tgbench_dist_"))
-    rows = run(settings_from_args(a), a.framework.split(","), units, log_dir)
+    rows = run(settings, frameworks, units, log_dir)
     for row in rows:
         emit(row)
     info(f"logs in {log_dir}")

@@ -18,14 +18,13 @@ Needs root (ip netns, unshare, tc); without it every row is reported as skipped 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import dist
-from common import Settings, add_settings_args, emit, info, settings_from_args, status_row
+from common import Settings, emit, info, parse_unit_args, status_row
 from dist_roles import unit_figures
 
 from tensorgrid.cluster.simhosts import SimulatedHosts, unavailable_reason
@@ -86,17 +85,9 @@ def run(s: Settings, frameworks: list[str], units: list[str], log_dir: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--framework", default="tensorgrid,tensorflow")
-    p.add_argument("--units", default=",".join(UNITS))
-    add_settings_args(p)
-    a = p.parse_args(argv)
-    units = [u for u in a.units.split(",") if u]
-    unknown = [u for u in units if u not in UNITS]
-    if unknown:
-        p.error(f"unknown unit(s) {unknown}; choose from {UNITS}")
+    settings, frameworks, units = parse_unit_args(__doc__, UNITS, argv)
     log_dir = Path(tempfile.mkdtemp(prefix="tgbench_xhost_"))
-    for row in run(settings_from_args(a), a.framework.split(","), units, log_dir):
+    for row in run(settings, frameworks, units, log_dir):
         emit(row)
     info(f"logs in {log_dir}")
     return 0

@@ -349,6 +349,10 @@ class MasterSettings(_Settings):
                                   description="a step's deadline when the client gives none")
     rpc_timeout_s: float = Field(default=30.0, gt=0,
                                  description="deadline of control RPCs to tasks")
+    trace_every_n_steps: int = Field(default=0, ge=0,
+                                     description="trace one step in N of every session, so the "
+                                                 "dashboard's timeline stays fresh (0: only "
+                                                 "steps a client or the dashboard asks for)")
     persist_sessions: bool = Field(default=True,
                                    description="keep sessions in Redis when one is configured")
     heartbeat_interval_s: float | None = Field(  # type: ignore[assignment]

@@ -10,7 +10,16 @@ from fastapi import FastAPI
 import tensorgrid
 from services.master import errors
 from services.master.metrics import LatencyMiddleware
-from services.master.routers import checkpoints, cluster, dashboard, graphs, health, run, sessions
+from services.master.routers import (
+    checkpoints,
+    cluster,
+    dashboard,
+    dashboard_live,
+    graphs,
+    health,
+    run,
+    sessions,
+)
 from services.master.state import MasterState
 from tensorgrid.settings import MasterSettings
 
@@ -39,6 +48,7 @@ def create_app(settings: MasterSettings | None = None) -> FastAPI:
                   lifespan=lifespan)
     errors.install(app)
     app.add_middleware(LatencyMiddleware)
-    for module in (graphs, sessions, run, cluster, checkpoints, health, dashboard):
+    for module in (graphs, sessions, run, cluster, checkpoints, health, dashboard,
+                   dashboard_live):
         app.include_router(module.router)
     return app

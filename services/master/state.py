@@ -48,6 +48,7 @@ class MasterState:
                           max_declared_tensor_bytes=settings.max_declared_tensor_bytes,
                           max_live_steps=settings.max_live_steps),
             logger=log.info, rpc_timeout=settings.rpc_timeout_s)
+        self.core.trace_every_n_steps = settings.trace_every_n_steps
         self.store: RedisSessionStore | None = None
         if settings.redis_url and settings.persist_sessions:
             self.store = RedisSessionStore(settings.redis_url, idle_s=settings.session_idle_s)

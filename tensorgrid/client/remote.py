@@ -96,6 +96,12 @@ class _MasterBackend:
     def list_devices(self) -> list[str]:
         raise NotImplementedError
 
+    def log_scalars(self, scalars: dict[str, float | None], step: int | None) -> None:
+        """Send scalars to the master's dashboard (the HTTP master only)."""
+        raise errors.UnimplementedError(
+            "Logging scalars to the dashboard needs a session on an HTTP master "
+            "(Session('http://host:port')); this session's master serves no dashboard")
+
     # shared
     def client_task(self) -> str:
         return ""
@@ -300,6 +306,22 @@ class HttpMasterBackend(_MasterBackend):
         except httpx.TransportError:
             pass
         self._http.close()
+
+    def log_scalars(self, scalars: dict[str, float | None], step: int | None) -> None:
+        """``POST /v1/sessions/{handle}/scalars``: one point per tag on the dashboard's charts
+        (at ``step``; the session's step count when None)."""
+        self._sync()  # the session exists on the master from here on
+        doc: dict[str, Any] = {"scalars": scalars}
+        if step is not None:
+            doc["step"] = step
+        try:
+            r = self._http.post(f"/v1/sessions/{self.handle}/scalars", json=doc, timeout=10.0,
+                                headers={"Content-Type": "application/json",
+                                         "Accept": "application/json"})
+        except httpx.TransportError as exc:
+            raise errors.UnavailableError(f"Master {self.url} is unreachable: {exc}") from None
+        if r.status_code >= 400:
+            raise http_error(r)
 
     def cluster_state(self) -> list[dict[str, Any]]:
         """Each task's state as the master sees it (``GET /v1/cluster``)."""

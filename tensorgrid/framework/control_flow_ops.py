@@ -21,8 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensorgrid.core import dtypes, registry
+from tensorgrid.framework.array_ops import stack
 from tensorgrid.framework.convert import convert_to_tensor
+from tensorgrid.framework.debug_ops import Assert
 from tensorgrid.framework.graph import Graph, Operation, Tensor, get_default_graph
+from tensorgrid.framework.math_ops import cast, less_equal
+from tensorgrid.framework.math_reduce_ops import reduce_sum
 
 # ------------------------------------------------------------------------------ primitive ops
 
@@ -301,7 +305,8 @@ def case(pred_fn_pairs: Any, default: Callable[[], Any] | None = None, exclusive
     """The result of the function paired with the first true predicate, else ``default()``.
 
     Built as a chain of conds, as TensorFlow 1.x does; without ``default`` the last pair's function
-    is the fallback.
+    is the fallback. With ``exclusive=True`` every predicate is evaluated and running the result
+    fails with InvalidArgumentError when more than one of them is true.
 
     Raises:
         TypeError: the pairs are not (predicate, callable).
@@ -314,14 +319,28 @@ def case(pred_fn_pairs: Any, default: Callable[[], Any] | None = None, exclusive
         if default is None:
             raise ValueError("case: no pred_fn_pairs and no default")
         return default()
-    if default is None:
-        default = pairs[-1][1]
-        pairs = pairs[:-1]
-        if not pairs:
-            return default()
     g = pairs[0][0].graph if isinstance(pairs[0][0], Tensor) else get_default_graph()
     with g.as_default(), g.name_scope(name):
+        check = _at_most_one_true([p for p, _ in pairs]) if exclusive and len(pairs) > 1 else None
+        if default is None:
+            default = pairs[-1][1]
+            pairs = pairs[:-1]
         fn: Callable[[], Any] = default
         for pred, branch_fn in reversed(pairs):
             fn = (lambda p, t, f: lambda: cond(p, t, f, strict=strict))(pred, branch_fn, fn)
-        return fn()
+        if check is None:
+            return fn()
+        with g.control_dependencies([check]):
+            return fn()
+
+
+def _at_most_one_true(preds: Sequence[Any]) -> Operation:
+    """An Assert that fails when more than one of ``preds`` (bool scalars) is true; its message
+    names the predicates and its data holds their values."""
+    flags = stack([convert_to_tensor(p, dtype=dtypes.bool_) for p in preds], name="preds")
+    count = reduce_sum(cast(flags, dtypes.int32), name="num_true")
+    names = ", ".join(p.name for p in preds if isinstance(p, Tensor))
+    message = (f"Input error: exclusive=True: more than 1 conditions ({names}) evaluated as "
+               "True:")
+    return Assert(less_equal(count, 1), [message, flags], summarize=len(preds),
+                  name="exclusive_check")

@@ -89,6 +89,7 @@ class MasterCore:
         self.client_task = client_task
         self.limits = limits
         self.max_declared_tensor_bytes = limits.max_declared_tensor_bytes
+        self.trace_every_n_steps = 0  # sessions trace one step in N by themselves (0: never)
         self.sessions: dict[str, MasterSession] = {}
         self.graphs: dict[str, tuple[NodeDef, ...]] = {}
         self.incarnation = secrets.randbits(63) | 1

@@ -27,6 +27,13 @@ from tensorgrid.core.ir import NodeDef, parse_tensor_name
 from tensorgrid.core.registry import TensorSpec
 from tensorgrid.master.cluster import ClusterState
 from tensorgrid.master.plan_cache import PlanCache, PlanKey, RegisteredPlan, plan_key
+from tensorgrid.master.session_stats import (
+    SCALAR_SUMMARY_OPS,
+    ScalarLog,
+    StepTimes,
+    TraceSampler,
+    summary_scalars,
+)
 from tensorgrid.master.step import StepTrace, master_row
 
 # The longest step deadline: a client may ask for any int64 of milliseconds, but a deadline this far
@@ -66,6 +73,8 @@ class SessionHost(Protocol):
     default_timeout: float
     # largest tensor a graph may declare with a fully known shape (None: unchecked)
     max_declared_tensor_bytes: int | None
+    # the master traces one step in N of every session by itself (0: only when asked)
+    trace_every_n_steps: int
 
     def log(self, message: str) -> None: ...
 
@@ -105,6 +114,11 @@ class MasterSession:
         self.last_used = time.time()
         self.last_plan: Plan | None = None
         self.last_trace: StepTrace | None = None  # of the latest traced step that succeeded
+        # for the dashboard: step times, the client's scalars, steps the master traces itself
+        self.step_times = StepTimes()
+        self.scalars = ScalarLog()
+        self.sampler = TraceSampler(host.trace_every_n_steps)
+        self._summary_nodes: set[str] = set()  # scalar summaries fetched go to the scalars
         self._plan_lock = asyncio.Lock()
         self.extend(nodes, 0)
 
@@ -145,6 +159,7 @@ class MasterSession:
             self.host.cluster.validate_devices(nodes)
         self.nodes = merged
         self.specs = specs
+        self._summary_nodes.update(n.name for n in nodes if n.op in SCALAR_SUMMARY_OPS)
         self.version += 1
         return self.version
 
@@ -194,6 +209,8 @@ class MasterSession:
         self.last_used = time.time()
         self.check_feeds(feeds)
         names = tuple(n for n, _ in feeds)
+        if self.sampler.take() and trace is None:
+            trace = self.new_trace()  # kept as last_trace only, the client did not ask for it
         t0 = time.perf_counter()
         misses = self.plans.misses
         reg = await self._plan(plan_key(self.version, names, fetches, targets), names, fetches,
@@ -215,6 +232,11 @@ class MasterSession:
             raise
         reg.runs += 1
         self._counts["steps"] += 1
+        self.step_times.record(time.perf_counter() - t0)
+        if self._summary_nodes:
+            for name, value in zip(fetches, results):
+                if parse_tensor_name(name)[0] in self._summary_nodes:
+                    self.scalars.log_fitting(summary_scalars(value), self._counts["steps"])
         if trace is not None:
             self.last_trace = trace
         return results

@@ -148,7 +148,7 @@ class TensorShapeProto(_message.Message):
     def __init__(self, dim: _Optional[_Iterable[_Union[TensorShapeProto.Dim, _Mapping]]] = ..., unknown_rank: _Optional[bool] = ...) -> None: ...
 
 class TensorProto(_message.Message):
-    __slots__ = ("dtype", "tensor_shape", "version_number", "tensor_content", "half_val", "float_val", "double_val", "int_val", "string_val", "scomplex_val", "int64_val", "bool_val", "dcomplex_val", "uint32_val", "uint64_val", "float8_val")
+    __slots__ = ("dtype", "tensor_shape", "version_number", "tensor_content", "half_val", "float_val", "double_val", "int_val", "string_val", "scomplex_val", "int64_val", "bool_val", "dcomplex_val", "resource_handle_val", "variant_val", "uint32_val", "uint64_val", "float8_val")
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     TENSOR_SHAPE_FIELD_NUMBER: _ClassVar[int]
     VERSION_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +162,8 @@ class TensorProto(_message.Message):
     INT64_VAL_FIELD_NUMBER: _ClassVar[int]
     BOOL_VAL_FIELD_NUMBER: _ClassVar[int]
     DCOMPLEX_VAL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_HANDLE_VAL_FIELD_NUMBER: _ClassVar[int]
+    VARIANT_VAL_FIELD_NUMBER: _ClassVar[int]
     UINT32_VAL_FIELD_NUMBER: _ClassVar[int]
     UINT64_VAL_FIELD_NUMBER: _ClassVar[int]
     FLOAT8_VAL_FIELD_NUMBER: _ClassVar[int]
@@ -178,7 +180,42 @@ class TensorProto(_message.Message):
     int64_val: _containers.RepeatedScalarFieldContainer[int]
     bool_val: _containers.RepeatedScalarFieldContainer[bool]
     dcomplex_val: _containers.RepeatedScalarFieldContainer[float]
+    resource_handle_val: _containers.RepeatedCompositeFieldContainer[ResourceHandleProto]
+    variant_val: _containers.RepeatedCompositeFieldContainer[VariantTensorDataProto]
     uint32_val: _containers.RepeatedScalarFieldContainer[int]
     uint64_val: _containers.RepeatedScalarFieldContainer[int]
     float8_val: bytes
-    def __init__(self, dtype: _Optional[_Union[DataType, str]] = ..., tensor_shape: _Optional[_Union[TensorShapeProto, _Mapping]] = ..., version_number: _Optional[int] = ..., tensor_content: _Optional[bytes] = ..., half_val: _Optional[_Iterable[int]] = ..., float_val: _Optional[_Iterable[float]] = ..., double_val: _Optional[_Iterable[float]] = ..., int_val: _Optional[_Iterable[int]] = ..., string_val: _Optional[_Iterable[bytes]] = ..., scomplex_val: _Optional[_Iterable[float]] = ..., int64_val: _Optional[_Iterable[int]] = ..., bool_val: _Optional[_Iterable[bool]] = ..., dcomplex_val: _Optional[_Iterable[float]] = ..., uint32_val: _Optional[_Iterable[int]] = ..., uint64_val: _Optional[_Iterable[int]] = ..., float8_val: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, dtype: _Optional[_Union[DataType, str]] = ..., tensor_shape: _Optional[_Union[TensorShapeProto, _Mapping]] = ..., version_number: _Optional[int] = ..., tensor_content: _Optional[bytes] = ..., half_val: _Optional[_Iterable[int]] = ..., float_val: _Optional[_Iterable[float]] = ..., double_val: _Optional[_Iterable[float]] = ..., int_val: _Optional[_Iterable[int]] = ..., string_val: _Optional[_Iterable[bytes]] = ..., scomplex_val: _Optional[_Iterable[float]] = ..., int64_val: _Optional[_Iterable[int]] = ..., bool_val: _Optional[_Iterable[bool]] = ..., dcomplex_val: _Optional[_Iterable[float]] = ..., resource_handle_val: _Optional[_Iterable[_Union[ResourceHandleProto, _Mapping]]] = ..., variant_val: _Optional[_Iterable[_Union[VariantTensorDataProto, _Mapping]]] = ..., uint32_val: _Optional[_Iterable[int]] = ..., uint64_val: _Optional[_Iterable[int]] = ..., float8_val: _Optional[bytes] = ...) -> None: ...
+
+class ResourceHandleProto(_message.Message):
+    __slots__ = ("device", "container", "name", "hash_code", "maybe_type_name", "dtypes_and_shapes")
+    class DtypeAndShape(_message.Message):
+        __slots__ = ("dtype", "shape")
+        DTYPE_FIELD_NUMBER: _ClassVar[int]
+        SHAPE_FIELD_NUMBER: _ClassVar[int]
+        dtype: DataType
+        shape: TensorShapeProto
+        def __init__(self, dtype: _Optional[_Union[DataType, str]] = ..., shape: _Optional[_Union[TensorShapeProto, _Mapping]] = ...) -> None: ...
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HASH_CODE_FIELD_NUMBER: _ClassVar[int]
+    MAYBE_TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
+    DTYPES_AND_SHAPES_FIELD_NUMBER: _ClassVar[int]
+    device: str
+    container: str
+    name: str
+    hash_code: int
+    maybe_type_name: str
+    dtypes_and_shapes: _containers.RepeatedCompositeFieldContainer[ResourceHandleProto.DtypeAndShape]
+    def __init__(self, device: _Optional[str] = ..., container: _Optional[str] = ..., name: _Optional[str] = ..., hash_code: _Optional[int] = ..., maybe_type_name: _Optional[str] = ..., dtypes_and_shapes: _Optional[_Iterable[_Union[ResourceHandleProto.DtypeAndShape, _Mapping]]] = ...) -> None: ...
+
+class VariantTensorDataProto(_message.Message):
+    __slots__ = ("type_name", "metadata", "tensors")
+    TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    TENSORS_FIELD_NUMBER: _ClassVar[int]
+    type_name: str
+    metadata: bytes
+    tensors: _containers.RepeatedCompositeFieldContainer[TensorProto]
+    def __init__(self, type_name: _Optional[str] = ..., metadata: _Optional[bytes] = ..., tensors: _Optional[_Iterable[_Union[TensorProto, _Mapping]]] = ...) -> None: ...

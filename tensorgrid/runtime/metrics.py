@@ -13,12 +13,18 @@ for a clock reading and a histogram observation per partition run:
   for every tensor received from another task, and ``tensorgrid_task_recv_wait_seconds`` (from
   asking to having it); ``tensorgrid_task_sends_total`` (the ``_Send`` kernels run);
 * state: ``tensorgrid_task_graphs``, ``tensorgrid_task_live_steps``, ``tensorgrid_task_uptime_seconds``.
+* memory: ``tensorgrid_task_resident_bytes`` (the process's resident set, read from
+  ``/proc/self/statm`` when scraped; absent where there is no such file), and the gauges the
+  task adds with ``watch_bytes``: ``tensorgrid_task_rendezvous_bytes`` (tensors sent and not
+  received yet) and, from the serving layer, ``tensorgrid_task_shm_pool_bytes`` (its
+  shared-memory pool).
 
 Every series carries a ``task`` label, so the texts of all tasks merge into one exposition.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
@@ -66,6 +72,32 @@ class _StateCollector(Collector):
                    self.task, self.live())
         yield _one(GaugeMetricFamily, "tensorgrid_task_uptime_seconds",
                    "Seconds since the task started", self.task, time.time() - self.started)
+        rss = resident_bytes()
+        if rss is not None:
+            yield _one(GaugeMetricFamily, "tensorgrid_task_resident_bytes",
+                       "Resident memory of the task's process", self.task, rss)
+
+
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set in bytes (``/proc/self/statm``), None where unavailable."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * _PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _BytesGauge(Collector):
+    """A gauge read from a callable when scraped."""
+
+    def __init__(self, name: str, doc: str, task: str, read: Callable[[], int]) -> None:
+        self.name, self.doc, self.task, self.read = name, doc, task, read
+
+    def collect(self) -> Iterator[Metric]:
+        yield _one(GaugeMetricFamily, self.name, self.doc, self.task, self.read())
 
 
 def _one(kind: Any, name: str, doc: str, task: str, value: float) -> Metric:
@@ -122,6 +154,11 @@ class TaskMetrics:
         """Observe the kernel times of a traced step."""
         for index, t0, t1, _tid, _value in records:
             self._kernel_seconds.labels(self.task, exe.nodes[index].node.op).observe(t1 - t0)
+
+    def watch_bytes(self, name: str, doc: str, read: Callable[[], int]) -> None:
+        """Export ``read()`` (bytes held by a layer above the runtime, e.g. the serving
+        layer's shared-memory pool) as the gauge ``name``, read when scraped."""
+        self.registry.register(_BytesGauge(name, doc, self.task, read))
 
     def text(self) -> str:
         """The Prometheus text exposition of the task's metrics."""

@@ -46,6 +46,11 @@ class Rendezvous:
     def is_empty(self) -> bool:
         return not self._table
 
+    def pending_bytes(self) -> int:
+        """Bytes of the values sent and not received yet (``nbytes`` of each array)."""
+        return sum(int(getattr(item.value, "nbytes", 0)) for item in list(self._table.values())
+                   if isinstance(item, _Sent))
+
     def send(self, key: str, value: Any) -> None:
         """Deliver a value; never blocks.
 
@@ -129,6 +134,11 @@ class RendezvousMgr:
 
     def __len__(self) -> int:
         return len(self._steps)
+
+    def pending_bytes(self) -> int:
+        """Bytes of the tensors that the live steps' sends hold until their receiver takes
+        them (what a task's steps keep in memory between producing a tensor and handing it over)."""
+        return sum(rdv.pending_bytes() for rdv in list(self._steps.values()))
 
     def find_or_create(self, step_id: int) -> Rendezvous:
         rdv = self._steps.get(step_id)

@@ -98,6 +98,9 @@ class WorkerCore:
         self.steps_failed = 0
         self._running: dict[int, asyncio.Task[Any]] = {}
         self.metrics = TaskMetrics(task, self.graphs, lambda: len(self.rendezvous))
+        self.metrics.watch_bytes("tensorgrid_task_rendezvous_bytes",
+                                 "Bytes of tensors sent by the task's steps and not received yet",
+                                 self.rendezvous.pending_bytes)
 
     # ------------------------------------------------------------------ graphs
     def register_graph(self, nodes: Sequence[NodeDef], session: str = "",

@@ -139,6 +139,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self.data_address = ""  # set when the framed data plane listens
         # segments lent to same-host consumers over the RecvTensor stream
         self.pool: shm.SegmentPool | None = shm.SegmentPool(pool_bytes) if self._shm else None
+        if self.pool is not None:
+            pool = self.pool
+            core.metrics.watch_bytes("tensorgrid_task_shm_pool_bytes",
+                                     "Bytes of the task's shared-memory segments for tensors "
+                                     "sent to tasks on its host", lambda: pool.total)
 
     def close(self) -> None:
         if self.pool is not None:

@@ -1,7 +1,9 @@
 """The dashboard in a real headless Chromium (Playwright driving Debian's /usr/bin/chromium):
-after a training run through the HTTP master, the page names every task with its state, shows
-the steps run, draws the plan coloured by task, and logs in with ``/?token=``. A screenshot of
-the page is kept under the test's tmp dir.
+after a training run through the HTTP master that logs its loss, the page names every task with
+its state and memory, shows the steps run and each session's step time percentiles, charts the
+loss, draws the plan coloured by task and, after its button asks for one, the traced step's
+timeline; and it logs in with ``/?token=``. A screenshot of the page is kept under the test's
+tmp dir.
 
 Needs ``apt-get install -y chromium`` and ``pip install playwright`` (no ``playwright install``:
 the system Chromium is used); skipped with that message when either is missing.
@@ -11,6 +13,7 @@ the system Chromium is used); skipped with that message when either is missing.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +23,10 @@ import pytest
 from dashboard_fixtures import make_master, tasks, trained_session  # noqa: F401 (fixtures)
 
 from tensorgrid.checkpoint.redis_server import start_redis
+from tensorgrid.client.dashboard import log_scalars
 from tensorgrid.client.train.saver import Saver
 
+PS, WORKER = "/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0"
 CHROMIUM = os.environ.get("TENSORGRID_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 # set to a path (e.g. docs/dashboard.png) to keep the screenshot there as well
@@ -107,15 +112,42 @@ def test_dashboard_shows_tasks_states_and_steps(browser, tasks, make_master, tmp
         sync_api.expect(page.locator("#placement path.edge.cross")).not_to_have_count(0)
         sync_api.expect(page.locator("#latency")).to_contain_text("p50")
         sync_api.expect(page.locator("#status")).to_contain_text("updated")
-        # the page follows a run that goes on: counts and the step rate move without a reload
-        for _ in range(20):
-            step()
+        # the page follows a run that goes on: counts and the step rate move without a reload,
+        # and the loss the client logs is charted
+        for i in range(20):
+            log_scalars(step.session, {"loss": step()}, step=i)
             page.wait_for_timeout(100)
         sync_api.expect(page.locator('#master-summary dd[data-key="steps"]')).to_have_text("29")
         sync_api.expect(row.locator('td[data-col="steps"]')).to_have_text("29")
         sync_api.expect(page.locator("#rate-chart path.line")).to_have_count(1)
         rate = page.locator('#master-summary dd[data-key="step-rate"]').text_content() or ""
         assert rate.endswith("/s"), rate
+        chart = page.locator('#scalars svg.scalar-chart[data-tag="loss"]')
+        sync_api.expect(chart).to_have_attribute("data-points", "20")
+        sync_api.expect(chart.locator("path.line")).to_have_attribute("d", re.compile(
+            r"^M[\d.]+,[\d.]+( L[\d.]+,[\d.]+){19}$"))
+        # step time percentiles of this session, and each task's resident memory
+        for q in ("p50", "p90", "p99"):
+            sync_api.expect(row.locator(f'td[data-col="{q}"]')).to_have_text(re.compile(r" ms$"))
+        for task in (PS, WORKER):
+            sync_api.expect(page.locator(f'#tasks tr[data-task="{task}"] td[data-col="memory"]')
+                            ).to_have_text(re.compile(r"^\d+\.\d MiB"))
+        # the timeline: none yet; the button has the master trace the next step
+        sync_api.expect(page.locator("#timeline-title")).to_contain_text("no traced step yet")
+        page.locator("#trace-next").click()
+        sync_api.expect(page.locator("#trace-next")).to_have_text("next step will be traced")
+        step()
+        for task in (PS, WORKER):
+            sync_api.expect(page.locator(f'#timeline g.trow[data-row^="{task}/"]')
+                            ).not_to_have_count(0)
+        sync_api.expect(page.locator('#timeline g.trow[data-row$="/master"]')).to_have_count(1)
+        sync_api.expect(page.locator('#timeline rect.slice[data-op="MatMul"]')).not_to_have_count(0)
+        sync_api.expect(page.locator("#timeline line.transfer-line")).not_to_have_count(0)
+        sync_api.expect(page.locator("#trace-next")).to_have_text("trace the next step")
+        download = page.locator("#trace-download")
+        sync_api.expect(download).to_be_visible()
+        trace = master.http.get(download.get_attribute("href") or "").json()
+        assert any(e.get("name") == "MatMul" for e in trace["traceEvents"])
         shot = tmp_path / "dashboard.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000

@@ -21,7 +21,7 @@ def test_page_links_its_files_and_they_are_served(master):
     assert page.headers["content-type"].startswith("text/html")
     scripts = re.findall(r'<script src="([^"]+)"', page.text)
     styles = re.findall(r'<link rel="stylesheet" href="([^"]+)"', page.text)
-    assert scripts == ["/dashboard/graph.js", "/dashboard/app.js"]
+    assert scripts == ["/dashboard/graph.js", "/dashboard/live.js", "/dashboard/app.js"]
     assert styles == ["/dashboard/style.css"]
     assert "http://" not in page.text and "https://" not in page.text  # nothing off the machine
     for path in scripts:
@@ -31,7 +31,8 @@ def test_page_links_its_files_and_they_are_served(master):
         assert "https://" not in served.text
     css = master.http.get(styles[0])
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
-    for view in ("tasks", "sessions", "placement", "rate-chart", "checkpoints"):
+    for view in ("tasks", "sessions", "placement", "rate-chart", "checkpoints", "scalars",
+                 "timeline"):
         assert f'id="{view}"' in page.text
     missing = master.http.get("/dashboard/secret.py")
     assert missing.status_code == 404 and "app.js" in missing.json()["error"]["message"]

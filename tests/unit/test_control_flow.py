@@ -75,6 +75,21 @@ def test_case_picks_the_first_true_predicate() -> None:
     assert [_run(y, {x: v}) for v in (-3.0, 2.0, 50.0)] == [3.0, 2.5, 99.0]
 
 
+def test_case_exclusive_fails_when_two_predicates_hold() -> None:
+    x = tf.placeholder(tf.float32, [])
+    y = tf.case([(x < 0.0, lambda: x * -1.0), (x < 10.0, lambda: x + 0.5)],
+                default=lambda: tf.constant(99.0), exclusive=True)
+    assert [_run(y, {x: v}) for v in (2.0, 50.0)] == [2.5, 99.0]
+    with pytest.raises(errors.InvalidArgumentError, match=r"exclusive=True: more than 1") as e:
+        _run(y, {x: -3.0})
+    assert "exclusive_check" in str(e.value)
+    # without a default the last pair is the fallback, and is checked as well
+    z = tf.case([(x < 0.0, lambda: x * -1.0), (x < 10.0, lambda: x + 0.5)], exclusive=True)
+    assert _run(z, {x: 50.0}) == 50.5
+    with pytest.raises(errors.InvalidArgumentError, match="exclusive"):
+        _run(z, {x: -1.0})
+
+
 def test_while_loop_and_its_graph() -> None:
     n = tf.placeholder(tf.int32, [])
     i, acc = tf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a + i * 2),

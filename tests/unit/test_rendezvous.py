@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 from tensorgrid.core import errors
@@ -89,5 +90,23 @@ def test_outbox_keeps_order_and_bounds_puts() -> None:
         out.put_nowait(3)
         await asyncio.wait_for(waiter, 1.0)
         assert out.take() == 3 and len(out) == 0
+
+    asyncio.run(main())
+
+
+def test_pending_bytes_count_values_sent_and_not_received() -> None:
+    async def main() -> None:
+        mgr = RendezvousMgr()
+        one, two = mgr.find_or_create(1), mgr.find_or_create(2)
+        one.send("a", np.zeros(10, np.float32))
+        two.send("b", np.zeros((2, 3), np.float64))
+        waiting = asyncio.ensure_future(two.recv("c"))  # a receiver waiting holds nothing
+        await asyncio.sleep(0)
+        assert mgr.pending_bytes() == 40 + 48
+        assert (await one.recv("a")).nbytes == 40
+        assert mgr.pending_bytes() == 48 and one.pending_bytes() == 0
+        two.send("c", np.int64(7))
+        await waiting
+        assert mgr.pending_bytes() == 48
 
     asyncio.run(main())

@@ -1,6 +1,7 @@
 // The dashboard's polling loop: reads the master's JSON (/v1/cluster, /v1/dashboard/tasks,
-// /v1/dashboard/sessions, /v1/dashboard/sessions/{id}/plan, /v1/checkpoints) and renders it. The token, when the master
-// has one, travels in the HttpOnly cookie that /?token= set; this code never sees it.
+// /v1/dashboard/sessions, /v1/dashboard/sessions/{id}/plan, /v1/checkpoints) and renders it;
+// live.js draws the selected session's scalars and timeline. The token, when the master has
+// one, travels in the HttpOnly cookie that /?token= set; this code never sees it.
 "use strict";
 
 const POLL_MS = 1500;
@@ -81,6 +82,17 @@ function statusCell(status, key, fmt) {
   return el("td", {"data-col": key}, fmt ? fmt(status[key]) : status[key]);
 }
 
+function memoryCell(status) {
+  // resident memory of the task's process, and its shared-memory pool when it has one
+  if (!status || status.error || status.rss_bytes === undefined) return statusCell(status, "rss_bytes");
+  const pool = status.shm_pool_bytes ? ` + ${fmtBytes(status.shm_pool_bytes)} shm` : "";
+  const waiting = status.rendezvous_bytes
+    ? ` (${fmtBytes(status.rendezvous_bytes)} sent, not received)` : "";
+  return el("td", {"data-col": "memory",
+                   title: "resident set, shared-memory pool, tensors sent and not received yet"},
+            `${fmtBytes(status.rss_bytes)}${pool}${waiting}`);
+}
+
 function renderTasks(tasks, taskStatus) {
   const rows = tasks.map((t) => el("tr", {"data-task": t.task},
     el("td", {class: "mono"}, t.task), el("td", {}, t.job), el("td", {class: "mono"}, t.address),
@@ -89,7 +101,7 @@ function renderTasks(tasks, taskStatus) {
     el("td", {}, fmtAge(t.heartbeat_age_s)), el("td", {}, t.restarts),
     statusCell(taskStatus[t.task], "steps_run"), statusCell(taskStatus[t.task], "graphs"),
     statusCell(taskStatus[t.task], "live_steps"),
-    statusCell(taskStatus[t.task], "uptime_s", fmtAge),
+    statusCell(taskStatus[t.task], "uptime_s", fmtAge), memoryCell(taskStatus[t.task]),
     el("td", {class: "mono"}, (t.devices || []).join(" "))));
   document.querySelector("#tasks tbody").replaceChildren(...rows);
 }
@@ -102,13 +114,15 @@ function renderSessions(sessions) {
       el("td", {}, s.nodes), el("td", {}, s.plans), el("td", {}, s.plan_cache_hits),
       el("td", {}, s.plan_cache_misses), el("td", {"data-col": "steps"}, s.steps),
       el("td", {}, s.failed_steps), el("td", {}, s.timed_out_steps),
+      ...["p50", "p90", "p99"].map((q) => el("td", {"data-col": q}, s.step_time[q] === null
+        ? "n/a" : fmtSeconds(s.step_time[q]))),
       el("td", {}, fmtTime(s.last_used)));
     row.addEventListener("click", () => { view.selected = s.session_id; view.planDigest = null;
                                           poll(); });
     return row;
   });
   if (!rows.length) {
-    rows.push(el("tr", {}, el("td", {colSpan: 10, class: "note"}, "no open session")));
+    rows.push(el("tr", {}, el("td", {colSpan: 13, class: "note"}, "no open session")));
   }
   document.querySelector("#sessions tbody").replaceChildren(...rows);
 }
@@ -230,6 +244,7 @@ async function poll() {
     renderLatency(dash.step_latency);
     renderRateChart();
     await renderPlan(dash.sessions);
+    await renderLive(dash.sessions, view.selected);
     status.textContent = `updated ${new Date().toLocaleTimeString()}`;
     status.className = "status ok";
   } catch (error) {

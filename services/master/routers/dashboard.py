@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
+from services.master.dashboard_views import task_memory
 from services.master.deps import DASHBOARD_COOKIE, Authorized, State, dashboard_cookie
 from tensorgrid.compiler.plan import Plan
 from tensorgrid.core import errors
@@ -31,6 +32,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "dashboard"
 # the files the page loads, and their media types: nothing else under ASSETS is served
 _ASSET_TYPES = {"app.js": "text/javascript; charset=utf-8",
                 "graph.js": "text/javascript; charset=utf-8",
+                "live.js": "text/javascript; charset=utf-8",
                 "style.css": "text/css; charset=utf-8"}
 # the HTTP routes whose latency is a step's latency (a session's run, or a one-shot run)
 STEP_ROUTES = ("/v1/sessions/{session_id}/run", "/v1/run")
@@ -140,17 +142,24 @@ def step_latency(state: Any) -> dict[str, Any]:
 
 async def _task_status(core: MasterCore, task: str, timeout: float) -> dict[str, Any]:
     try:
-        status = await asyncio.wait_for(core.client(task).get_status(timeout), timeout + 0.5)
+        # the status call with the task's metrics, whose memory gauges the table shows
+        status, metrics = await asyncio.wait_for(asyncio.gather(
+            core.client(task).get_status(timeout), core.client(task).metrics(timeout)),
+            timeout + 0.5)
     except Exception as exc:  # noqa: BLE001 - a task that does not answer is shown, not raised
         return {"error": f"{type(exc).__name__}: {exc}"}
-    return {key: status[key] for key in ("steps_run", "graphs", "live_steps", "uptime_s")}
+    return {**{key: status[key] for key in ("steps_run", "graphs", "live_steps", "uptime_s")},
+            **task_memory(metrics)}
 
 
 @api.get("/tasks", summary="What each task says of itself")
 async def tasks(state: State) -> dict[str, Any]:
     """Each task's own counts, asked now with its status call (at most ``STATUS_TIMEOUT_S``):
     ``steps_run`` (steps it finished since it started, for any master or session), ``graphs``
-    (partitions registered on it), ``live_steps`` and ``uptime_s``; ``{"error"}`` for a task that
+    (partitions registered on it), ``live_steps``, ``uptime_s``, and from its metrics
+    ``rss_bytes`` (resident memory), ``shm_pool_bytes`` (its shared-memory segments for
+    tensors sent to tasks on its host) and ``rendezvous_bytes`` (tensors its steps sent that
+    were not received yet) when it exports them; ``{"error"}`` for a task that
     did not answer. Read only: the cluster's health is the monitor's, not changed here."""
     core = state.core
     timeout = min(state.settings.rpc_timeout_s, STATUS_TIMEOUT_S)
@@ -165,7 +174,9 @@ async def sessions(state: State) -> dict[str, Any]:
     and step latency percentiles."""
     core = state.core
     rows = [{**s.describe(), "session_id": s.handle, "created": s.created,
-             "last_used": s.last_used, "has_plan": s.last_plan is not None}
+             "last_used": s.last_used, "has_plan": s.last_plan is not None,
+             "has_trace": s.last_trace is not None, "step_time": s.step_times.summary(),
+             "scalar_tags": s.scalars.tags()}
             for s in core.sessions.values()]
     rows.sort(key=lambda r: r["last_used"], reverse=True)
     return {"sessions": rows, "step_latency": step_latency(state)}

@@ -16,6 +16,7 @@ from tensorgrid.client.train.coordinator import (
     add_queue_runner,
     start_queue_runners,
 )
+from tensorgrid.client.train.dashboard_hook import DashboardScalarsHook
 from tensorgrid.client.train.device_setter import (
     GreedyLoadBalancingStrategy,
     byte_size_load_fn,
@@ -113,7 +114,7 @@ __all__ = [
     "Saver", "latest_checkpoint", "get_checkpoint_state", "checkpoint_exists", "remove_checkpoint",
     "CheckpointSaverHook", "CheckpointSaverListener",
     # summaries
-    "SummarySaverHook", "summary_iterator",
+    "SummarySaverHook", "summary_iterator", "DashboardScalarsHook",
     # synchronous training and queue runners
     "SyncReplicasOptimizer", "Coordinator", "QueueRunner", "add_queue_runner",
     "start_queue_runners", "Supervisor",
