@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -78,16 +79,28 @@ def role_main(framework: str, role: str, ports: list[int], iters: int, reps: int
         for _ in range(3):
             assert int(sess.run(out, {n: 200})) == 200
         times = []
+        cpu0 = time.process_time()
         for _ in range(reps):
             t0 = time.perf_counter()
             got = sess.run(out, {n: iters})
             times.append(time.perf_counter() - t0)
             if int(got) != iters:
                 raise SystemExit(f"{framework}: the loop returned {got}, expected {iters}")
+        cpu = time.process_time() - cpu0
     per_iter = [t / iters * 1e6 for t in times]
     print("RESULT " + json.dumps({"framework": framework, "iters": iters,
                                   "us_per_iter": per_iter,
+                                  "worker_cpu_us_per_iter": cpu / (iters * reps) * 1e6,
                                   "median_us_per_iter": statistics.median(per_iter)}), flush=True)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; 0 where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_framework(fw: str, py: str, args: argparse.Namespace, log_dir: Path) -> float | None:
@@ -102,9 +115,11 @@ def run_framework(fw: str, py: str, args: argparse.Namespace, log_dir: Path) -> 
         if not wait_for_log(ps, SERVING, timeout_s=120):
             info(f"{fw}: the ps did not start: {ps.log_text()[-500:]}")
             return None
+        ps_cpu0 = _cpu_seconds(ps.pid)
         worker = start_process(f"{fw}-worker", [py, me, "--role", "worker", *common], log_dir,
                                child_env(fw))
         rc = wait_process(worker, timeout_s=args.timeout)
+        ps_cpu = _cpu_seconds(ps.pid) - ps_cpu0
         text = worker.log_text()
         rows = [json.loads(line[7:]) for line in text.splitlines() if line.startswith("RESULT ")]
         if rc != 0 or not rows:
@@ -116,8 +131,11 @@ def run_framework(fw: str, py: str, args: argparse.Namespace, log_dir: Path) -> 
         info(stop_process(ps))
     row = rows[0]
     spread = ", ".join(f"{v:.1f}" for v in row["us_per_iter"])
+    # the ps's CPU over the worker's whole run (warm-up and planning included), per timed iteration
+    ps_cpu_us = ps_cpu / (args.iters * args.reps) * 1e6
     print(f"{fw:11s} while_loop across 2 processes, {args.iters} iterations: median "
-          f"{row['median_us_per_iter']:.1f} us/iter (runs: {spread})", flush=True)
+          f"{row['median_us_per_iter']:.1f} us/iter (runs: {spread}); CPU per iteration: worker "
+          f"{row['worker_cpu_us_per_iter']:.0f} us, ps {ps_cpu_us:.0f} us", flush=True)
     return float(row["median_us_per_iter"])
 
 
