@@ -5,6 +5,7 @@ that can be dead marked, and dead tensors on the wire."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from tensorgrid.compiler.control_loops import (
 from tensorgrid.compiler.plan import build_plan
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.ir import DEAD, NodeDef, parse_input, topological_order
+from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import tensors
 
 W0 = "/job:worker/replica:0/task:0/device:CPU:0"
@@ -39,9 +41,9 @@ def _plan(build: Any, fetch_names: Sequence[str] = ()) -> tuple[dict[str, tuple[
     return dict(plan.partitions), nodes
 
 
-def _loop_with_body_on_ps() -> list[Any]:
+def _loop_with_body_on_ps(variable: bool = True) -> list[Any]:
     with tf.device("/job:ps/task:0"):
-        w = tf.Variable(1.5, name="w")
+        w = tf.Variable(1.5, name="w") if variable else tf.constant(1.5, name="w")
     with tf.device("/job:worker/task:0"):
         def body(i: Any, x: Any) -> tuple[Any, Any]:
             with tf.device("/job:ps/task:0"):
@@ -213,3 +215,49 @@ def test_a_dead_tensor_travels_as_a_flag() -> None:
     assert tensors.Assembler().add(chunks[0]) == (3, DEAD)
     live = list(tensors.encode(0, np.float32(2.0), use_shm=False))
     assert not live[0].is_dead and float(tensors.Assembler().add(live[0])[1]) == 2.0
+
+
+class _PeerRecv:
+    """RemoteRecv between WorkerCores of this process: takes the value from the sender's core (its
+    real rendezvous), recording the keys asked for."""
+
+    def __init__(self) -> None:
+        self.cores: dict[str, WorkerCore] = {}
+        self.keys: list[str] = []
+
+    async def recv(self, src_task: str, step_id: int, key: str) -> Any:
+        self.keys.append(key)
+        return await self.cores[src_task].recv_tensor(step_id, key)
+
+
+def test_each_iteration_moves_under_its_own_frame_and_iteration_key() -> None:
+    g = tf.Graph()
+    with g.as_default():
+        fetches = _loop_with_body_on_ps(variable=False)
+    plan = build_plan(list(g.as_graph_def().nodes), None, [], [f.name for f in fetches], [],
+                      [W0, PS], W0)
+    peers = _PeerRecv()
+    for task in (T_W0, T_PS):
+        peers.cores[task] = WorkerCore(task, remote=peers)
+    handles = {t: peers.cores[t].register_graph(plan.partitions[t]) for t in (T_W0, T_PS)}
+
+    async def step() -> list[Any]:
+        return await asyncio.gather(*(peers.cores[t].run_graph(handles[t], 7, [])
+                                      for t in (T_W0, T_PS)))
+
+    rets_w0, _ = asyncio.run(step())
+    ret_of = dict(zip((plan.rets[0][1], plan.rets[1][1]), (0, 1)))
+    assert int(rets_w0[ret_of[0]]) == 5
+    assert float(rets_w0[ret_of[1]]) == pytest.approx(20.78125)  # x <- 1.5 x + 1, five times
+    # the predicate went to the ps once per iteration, the last (false) one included
+    pred_keys = sorted(k for k in peers.keys if ";loop/LoopCond" in k)
+    frames = {k.rsplit(";", 1)[1].rsplit(":", 1)[0] for k in pred_keys}
+    assert len(frames) == 1 and next(iter(frames)).startswith("0/0/loop")
+    assert sorted(int(k.rsplit(":", 1)[1]) for k in pred_keys) == list(range(6))
+    # x went to the ps and x * w came back in every iteration: live in the five that ran the
+    # body, dead in the last
+    for tensor in ("loop/Identity_1:0", "loop/mul:0"):
+        its = [k.rsplit(":", 1)[1] for k in peers.keys if f";{tensor};" in k]
+        assert sorted(map(int, its)) == list(range(6))
+    for core in peers.cores.values():  # nothing left behind in any rendezvous
+        assert len(core.rendezvous) == 0
