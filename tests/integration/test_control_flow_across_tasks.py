@@ -330,3 +330,36 @@ def test_a_loop_over_three_tasks_with_a_cond_inside_and_its_gradient() -> None:
         for server in reversed(servers):
             server.stop()
     _assert_same(local, remote)
+
+
+def _map_fn_and_scan_on_the_ps(dev: Callable[[str], Any]) -> tuple[list[Any], dict[Any, Any]]:
+    """map_fn and scan whose functions run on the ps (the TensorArrays stay on the worker), a
+    loop bounded by maximum_iterations, and the gradients through them."""
+    with tf.device(dev(PS)):
+        w = tf.get_variable("w_map", initializer=np.float32(2.0), use_resource=True)
+    with tf.device(dev(WORKER)):
+        xs = tf.placeholder(tf.float32, [5, 3], name="xs")
+
+        def f(row: Any) -> Any:
+            with tf.device(dev(PS)):
+                return tf.reduce_sum(row * w)
+
+        def step(acc: Any, row: Any) -> Any:
+            with tf.device(dev(PS)):
+                return acc * 0.5 + row * w
+
+        mapped = tf.map_fn(f, xs)
+        scanned = tf.scan(step, xs, initializer=tf.zeros([3]))
+        bounded = tf.while_loop(lambda i: i < 100, lambda i: i + 1, [tf.constant(0)],
+                                maximum_iterations=7)
+        grads = tf.gradients(tf.reduce_sum(mapped) + tf.reduce_sum(scanned), [w, xs])
+    return [mapped, scanned, bounded, *grads], {"xs": xs}
+
+
+def test_map_fn_and_scan_whose_functions_run_on_the_ps(cluster: Cluster) -> None:
+    feeds = [{"xs": np.arange(15, dtype=np.float32).reshape(5, 3)}]
+    local, _, _ = _run(_map_fn_and_scan_on_the_ps, None, feeds)
+    remote, g, fetches = _run(_map_fn_and_scan_on_the_ps, cluster.target, feeds)
+    _assert_same(local, remote)
+    assert int(remote[0][2]) == 7
+    assert _ps_has_control_loop(g, fetches)
