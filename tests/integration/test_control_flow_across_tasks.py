@@ -7,6 +7,9 @@ one-process run's.
 * ``cond`` whose branches lie on other tasks than the predicate, both outcomes;
 * a ``while_loop`` with a ``cond`` inside, and a nested ``while_loop``, across tasks;
 * RNN training (``dynamic_rnn`` with ``BasicRNNCell`` / ``GRUCell``) whose weights live on the ps.
+* ``map_fn`` and ``scan`` whose functions run on the ps, ``maximum_iterations``;
+* a loop over three tasks (two ps) with a cond inside, four iterations in flight;
+* an error inside a loop on the ps: the step fails naming the node, and the session runs on.
 
 The graphs are also planned here (``build_plan`` over the same two devices) to check that the loop
 frames really span the tasks: the ps partition holds a control loop.
