@@ -219,7 +219,7 @@ def _call_rule(g: Graph, op: Operation | LoopOp, out_grads: list[Tensor | None],
         filled.append(gr)
     # rules build in the op's graph even when another graph is the default
     with g.as_default(), g.name_scope(f"{op.name}_grad"):
-        if colocate:
+        if colocate and op.type != "_WhileLoop":  # a whole loop has no one place to be
             with g.colocate_with(op):
                 result = rule(op, *filled)
         else:

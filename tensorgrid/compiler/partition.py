@@ -9,6 +9,10 @@
   of the rendezvous key: a task that restarted refuses the keys of its previous incarnation.
 * With a ``WirePolicy``, a float32 edge it selects travels narrowed: a ``Cast`` to the wire type
   before the ``_Send`` on the producer's task, a ``Cast`` back after the ``_Recv`` on the consumer's.
+* A graph with control flow first gets its control-flow nodes colocated with their data, then a
+  control loop per task for every loop frame that spans tasks, and every ``_Recv`` inside a frame
+  a control edge from its task's control loop (``compiler/control_loops.py``); a ``_Recv`` of a
+  value that can be dead is marked so.
 
 Within a task, edges between devices need no Send/Recv: the devices of a task share its memory.
 """
@@ -16,13 +20,23 @@ Within a task, edges between devices need no Send/Recv: the devices of a task sh
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from tensorgrid.compiler.control_loops import (
+    MAY_BE_DEAD,
+    ROOT,
+    colocate,
+    control_loops,
+    frames_of,
+    has_control_flow,
+    may_be_dead,
+)
 from tensorgrid.compiler.wire import WirePolicy
-from tensorgrid.core import dtypes
+from tensorgrid.core import dtypes, errors
 from tensorgrid.core.device import task_of
-from tensorgrid.core.ir import NodeDef, parse_input
+from tensorgrid.core.ir import NodeDef, parse_input, topological_order
 from tensorgrid.core.registry import TensorSpec
 
 
@@ -47,17 +61,47 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
     Returns:
         task name ('/job:J/replica:0/task:T') -> the nodes of that task's partition.
     """
-    by_name = {n.name: n for n in nodes}
     task_by_device = {d: task_of(d) for d in {n.device for n in nodes}}
-    task = {n.name: task_by_device[n.device] for n in nodes}
     if len(set(task_by_device.values())) == 1:  # one task: no edge crosses, nothing to insert
         return {t: tuple(_renumber(list(nodes))) for t in task_by_device.values()}
+    anchors: dict[tuple[str, str], str] = {}  # (frame, task) -> its control loop's Merge
+    out_frame: dict[str, str] = {}
+    dead: set[str] = set()
+    if has_control_flow(nodes):
+        nodes = colocate(topological_order(nodes))
+        frame, out_frame, loops = frames_of(nodes)
+        tasks = {task_of(n.device) for n in nodes}
+        cloops = control_loops(nodes, frame, loops, {t: _short(t) for t in tasks})
+        extra = [n for cl in cloops.values() for n in cl.nodes]
+        for cl in cloops.values():
+            anchors[(cl.frame, cl.task)] = cl.merge
+        nodes = [*nodes, *extra]
+        dead = may_be_dead(nodes)
+        task_by_device = {d: task_of(d) for d in {n.device for n in nodes}}
+    by_name = {n.name: n for n in nodes}
+    task = {n.name: task_by_device[n.device] for n in nodes}
     parts: dict[str, list[NodeDef]] = {}
     sends: dict[tuple[str, int, str], str] = {}  # (src, idx, dst task) -> recv node name
     ctrl_sends: dict[tuple[str, str], str] = {}  # (src, dst task) -> recv node name
 
     def add(t: str, n: NodeDef) -> None:
         parts.setdefault(t, []).append(n)
+
+    def recv_node(name: str, src: str, dst_task: str, dst_device: str,
+                  attrs: dict[str, Any]) -> NodeDef:
+        """A _Recv of ``src``'s output: in a loop frame, anchored to the frame's control loop on
+        the receiving task so it runs once per iteration."""
+        f = out_frame.get(src, ROOT)
+        inputs: tuple[str, ...] = ()
+        if f != ROOT:
+            anchor = anchors.get((f, dst_task))
+            if anchor is None:
+                raise errors.InternalError(
+                    f"No control loop of frame '{f}' on {dst_task} for the receive of '{src}'")
+            inputs = (f"^{anchor}",)
+        if src in dead:
+            attrs = {**attrs, MAY_BE_DEAD: True}
+        return NodeDef(name, "_Recv", inputs, dst_device, attrs)
 
     def transfer(src: str, idx: int, dst_task: str, dst_device: str) -> str:
         key = (src, idx, dst_task)
@@ -83,8 +127,8 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
         add(task[src], NodeDef(f"{base}/_send", "_Send", (sent,), src_node.device,
                                {**attrs, "T": dtype}))
         recv = f"{base}/_recv"
-        add(dst_task, NodeDef(recv, "_Recv", (), dst_device,
-                              {**attrs, "tensor_type": dtype, "shape": spec.shape}))
+        add(dst_task, recv_node(recv, src, dst_task, dst_device,
+                                {**attrs, "tensor_type": dtype, "shape": spec.shape}))
         if narrow is not None:
             widened = f"{base}/_from_wire"
             add(dst_task, NodeDef(widened, "Cast", (recv,), dst_device,
@@ -113,8 +157,8 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
         add(task[src], NodeDef(f"{base}/_send", "_Send", (dummy,), src_node.device,
                                {**attrs, "T": dtypes.int32}))
         recv = f"{base}/_recv"
-        add(dst_task, NodeDef(recv, "_Recv", (), dst_device,
-                              {**attrs, "tensor_type": dtypes.int32, "shape": ()}))
+        add(dst_task, recv_node(recv, src, dst_task, dst_device,
+                                {**attrs, "tensor_type": dtypes.int32, "shape": ()}))
         ctrl_sends[key] = recv
         return recv
 

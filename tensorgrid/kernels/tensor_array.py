@@ -16,6 +16,7 @@ import numpy as np
 from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.core.shapes import as_shape
 
 _FLOW = np.float32(0.0)
 
@@ -23,11 +24,11 @@ _FLOW = np.float32(0.0)
 class TensorArray:
     """The state of one TensorArray during one step."""
 
-    __slots__ = ("accumulate", "closed", "dtype", "dynamic", "forward", "grads", "items", "name",
-                 "size")
+    __slots__ = ("accumulate", "closed", "dtype", "dynamic", "element_shape", "forward", "grads",
+                 "items", "name", "size")
 
     def __init__(self, name: str, size: int, dtype: Any, dynamic: bool,
-                 accumulate: bool = False) -> None:
+                 accumulate: bool = False, element_shape: tuple[int, ...] | None = None) -> None:
         self.name = name
         self.size = size
         self.dtype = dtype
@@ -37,6 +38,7 @@ class TensorArray:
         self.closed = False
         self.accumulate = accumulate  # a gradient array: writes to one index add up
         self.forward: TensorArray | None = None  # a gradient array's forward array
+        self.element_shape = element_shape  # when fully defined
 
     def write(self, index: int, value: Any, ctx: KernelContext) -> None:
         if index < 0 or (index >= len(self.items) and not self.dynamic):
@@ -61,6 +63,10 @@ class TensorArray:
             # a gradient nobody wrote is zero (the element did not reach the differentiated
             # output)
             return np.zeros_like(self.forward.items[index])
+        if value is None and self.forward is not None and self.element_shape is not None:
+            # the same, before the forward element is there (TensorFlow's rule: an unwritten
+            # gradient of a fully defined element shape reads as zeros)
+            return np.zeros(self.element_shape, self.dtype.np)
         if value is None:
             raise ctx.error(errors.InvalidArgumentError,
                             f"TensorArray {self.name!r}: index {index} was never written")
@@ -80,7 +86,12 @@ def _tensor_array(ctx: KernelContext) -> Callable[[Any], tuple[Any, Any]]:
     name = ctx.attr("tensor_array_name") or ctx.name
     dtype = ctx.attr("dtype")
     dynamic = bool(ctx.attr("dynamic_size"))
-    return lambda size: (TensorArray(name, int(np.asarray(size)), dtype, dynamic), _FLOW)
+    shape = ctx.attr("element_shape")
+    shape = None if shape is None else as_shape(shape)
+    dims = None if shape is None or not shape.is_fully_defined() else \
+        tuple(int(d or 0) for d in shape.as_list())
+    return lambda size: (TensorArray(name, int(np.asarray(size)), dtype, dynamic,
+                                     element_shape=dims), _FLOW)
 
 
 @kernel("TensorArrayWriteV3")
@@ -181,7 +192,8 @@ def _grad(ctx: KernelContext) -> Callable[..., tuple[Any, Any]]:
         g = ta.grads.get(source)
         if g is None:
             g = ta.grads[source] = TensorArray(f"{ta.name}@{source}", len(ta.items), ta.dtype,
-                                               ta.dynamic, accumulate=True)
+                                               ta.dynamic, accumulate=True,
+                                               element_shape=ta.element_shape)
             g.forward = ta
         return g, _FLOW
 

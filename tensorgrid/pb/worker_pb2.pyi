@@ -85,7 +85,7 @@ class RecvTensorRequest(_message.Message):
     def __init__(self, step_id: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., host_id: _Optional[str] = ...) -> None: ...
 
 class RecvTensorChunk(_message.Message):
-    __slots__ = ("index", "inline", "dtype", "shape", "data", "offset", "shm_name", "shm_lease")
+    __slots__ = ("index", "inline", "dtype", "shape", "data", "offset", "shm_name", "shm_lease", "is_dead")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     INLINE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,7 @@ class RecvTensorChunk(_message.Message):
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     SHM_NAME_FIELD_NUMBER: _ClassVar[int]
     SHM_LEASE_FIELD_NUMBER: _ClassVar[int]
+    IS_DEAD_FIELD_NUMBER: _ClassVar[int]
     index: int
     inline: _types_pb2.TensorProto
     dtype: _types_pb2.DataType
@@ -102,7 +103,8 @@ class RecvTensorChunk(_message.Message):
     offset: int
     shm_name: str
     shm_lease: int
-    def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ..., shm_lease: _Optional[int] = ...) -> None: ...
+    is_dead: bool
+    def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ..., shm_lease: _Optional[int] = ..., is_dead: _Optional[bool] = ...) -> None: ...
 
 class ShmRelease(_message.Message):
     __slots__ = ("name", "lease")

@@ -10,9 +10,9 @@
 * ``run_async``: when some kernels wait (Recv, queues, barriers), a dataflow loop keeps pending counts
   and a ready queue per step; async kernels run as tasks and wake the loop when they finish, so no
   receive blocks an unrelated send.
-* a graph with control flow (``Switch``/``Merge``/``Enter``/``Exit``/``NextIteration``) runs under
-  ``runtime.frames.FramePlan``: frames, iterations and dead tensors, in either mode; graphs without
-  those ops never pay for them.
+* a graph with control flow (``Switch``/``Merge``/``Enter``/``Exit``/``NextIteration``, or a
+  ``_Recv`` that may get a dead tensor) runs under ``runtime.frames.FramePlan``: frames, iterations
+  and dead tensors, in either mode; graphs without those never pay for them.
 
 Neither path recurses, so a 100,000-node chain runs. A traced step (``StepContext.trace`` a list)
 times each node into a ``TraceRecord`` on paths of its own, chosen once per step.
@@ -35,7 +35,6 @@ import numpy as np
 from tensorgrid.core import errors, registry
 from tensorgrid.core.device import DeviceSpec
 from tensorgrid.core.ir import (
-    CONTROL_FLOW_OPS,
     NodeDef,
     attrs_key,
     parse_input,
@@ -43,6 +42,7 @@ from tensorgrid.core.ir import (
 )
 from tensorgrid.core.registry import AsyncKernel, KernelContext, StepKernel, TensorSpec
 from tensorgrid.core.variable import VarRef
+from tensorgrid.runtime.frame_graph import needs_frames
 from tensorgrid.runtime.frames import FramePlan
 from tensorgrid.runtime.resources import ResourceMgr
 
@@ -189,7 +189,7 @@ class Executable:
         self._sync_fn: Callable[..., Any] | None = None
         self._lines: dict[int, int] = {}
         self._frames: FramePlan | None = None
-        if any(cn.node.op in CONTROL_FLOW_OPS for cn in self.nodes):
+        if needs_frames([cn.node for cn in self.nodes]):
             self._frames = FramePlan(self.nodes, self._located)
         elif not self.has_async and len(self.nodes) <= CODEGEN_LIMIT:
             self._sync_fn = self._generate()

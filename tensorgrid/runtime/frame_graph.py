@@ -12,16 +12,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from tensorgrid.core import errors
-from tensorgrid.core.ir import BACK_EDGE_OPS, parse_input
+from tensorgrid.core.ir import BACK_EDGE_OPS, CONTROL_FLOW_OPS, NodeDef, parse_input
 
 # what the runner does with a node beyond calling its kernel
-NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT, TRIGGER, ARG, RETVAL = range(9)
+NORMAL, SWITCH, MERGE, ENTER, EXIT, NEXT, TRIGGER, ARG, RETVAL, SEND, RECV = range(11)
 _KIND_OF_OP = {
     "Switch": SWITCH, "RefSwitch": SWITCH, "Merge": MERGE, "RefMerge": MERGE,
     "Enter": ENTER, "RefEnter": ENTER, "Exit": EXIT, "RefExit": EXIT,
     "NextIteration": NEXT, "RefNextIteration": NEXT, "ControlTrigger": TRIGGER,
-    "_Arg": ARG, "_Retval": RETVAL,
+    "_Arg": ARG, "_Retval": RETVAL, "_Send": SEND, "_Recv": RECV,
 }
+
+
+def needs_frames(nodes: Sequence[NodeDef]) -> bool:
+    """Whether a partition needs the frame runner: it has control-flow ops, or a ``_Recv`` that
+    the partitioner marked ``_may_be_dead`` (a value out of a conditional on another task)."""
+    return any(n.op in CONTROL_FLOW_OPS or (n.op == "_Recv" and n.attrs.get("_may_be_dead"))
+               for n in nodes)
 
 
 class FrameNode:

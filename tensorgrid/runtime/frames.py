@@ -16,6 +16,11 @@ TensorFlow 1.x's semantics, rebuilt on our executor's nodes:
   iteration, which it starts; ``Exit`` delivers to the parent instance's iteration. At most
   ``parallel_iterations`` iterations of an instance are alive; a ``NextIteration`` beyond that waits
   until the oldest iteration is done.
+* **Transfers.** A ``_Send`` runs even when its input is dead (it sends the dead tensor), and a
+  ``_Recv`` even when its control input is dead; a received dead tensor makes the ``_Recv``'s
+  output dead. Inside a loop both put their frame instance and iteration in the rendezvous key, so
+  the copies of a loop on several tasks exchange each iteration's values (the partitioner gives
+  every task its own copy of the loop's control structure: ``compiler/control_loops.py``).
 * **Completion.** An iteration is done when none of its nodes is ready or running, no child frame of
   it is alive, every ``Enter`` of its frame has delivered, and every older iteration is done. When an
   instance's last iteration is done, the instance is done: each of its ``Exit`` nodes that never
@@ -46,7 +51,9 @@ from tensorgrid.runtime.frame_graph import EXIT as _EXIT
 from tensorgrid.runtime.frame_graph import MERGE as _MERGE
 from tensorgrid.runtime.frame_graph import NEXT as _NEXT
 from tensorgrid.runtime.frame_graph import NORMAL as _NORMAL
+from tensorgrid.runtime.frame_graph import RECV as _RECV
 from tensorgrid.runtime.frame_graph import RETVAL as _RETVAL
+from tensorgrid.runtime.frame_graph import SEND as _SEND
 from tensorgrid.runtime.frame_graph import SWITCH as _SWITCH
 from tensorgrid.runtime.frame_graph import TRIGGER as _TRIGGER
 from tensorgrid.runtime.frame_graph import FrameGraph, FrameInfo
@@ -75,12 +82,16 @@ class _Iter:
 
 class _Frame:
     """One instance of a frame (a loop entered from one iteration of its parent)."""
-    __slots__ = ("count", "deferred", "info", "invariants", "iters", "live_exits", "oldest",
-                 "parent_iter", "pending_enters")
+    __slots__ = ("count", "deferred", "info", "invariants", "iters", "key", "live_exits",
+                 "oldest", "parent_iter", "pending_enters")
 
     def __init__(self, info: FrameInfo, parent_iter: _Iter | None) -> None:
         self.info = info
         self.parent_iter = parent_iter
+        # the instance's name in rendezvous keys: the same on every task that runs a copy of the
+        # loop (frame names and the iterations of the enclosing frames agree), and ';'-free
+        self.key: str = "0" if parent_iter is None else \
+            f"{parent_iter.frame.key}/{parent_iter.id}/{info.name.replace(';', ',')}"
         self.iters: dict[int, _Iter] = {0: _Iter(self, 0)}
         self.count = 0  # the newest iteration's id
         self.oldest = 0
@@ -163,7 +174,8 @@ class FramePlan:
                     failure.append(self._located(fut.exception(), item.cn))  # type: ignore[arg-type]
             else:
                 try:
-                    self._propagate(item, it, fut.result(), False, ready)
+                    value = fut.result()
+                    self._propagate(item, it, value, value is DEAD, ready)
                     self._done_one(it, ready)
                 except Exception as exc:  # noqa: BLE001
                     if not failure:
@@ -237,7 +249,7 @@ class FramePlan:
             self._propagate(item, it, out, False, ready)
             self._done_one(it, ready)
             return
-        if it.dead[item.local] and kind != _TRIGGER:
+        if it.dead[item.local] and kind != _TRIGGER and kind != _SEND and kind != _RECV:
             if kind == _RETVAL:
                 raise errors.InvalidArgumentError(
                     f"Fetch {item.ret_index} ('{item.cn.node.attrs.get('_fetch', item.name)}') "
@@ -261,6 +273,17 @@ class FramePlan:
             elif kind == _RETVAL:
                 step.rets[item.ret_index] = args[0]
                 result = None
+            elif kind == _SEND:
+                frame = it.frame
+                cn.fn(step, *args, frame_iter=f"{frame.key}:{it.id}" if frame.info.fid else None)
+                result = None
+            elif kind == _RECV:
+                if spawn is None:
+                    raise errors.InternalError("A _Recv ran in a synchronous step; use run_async")
+                frame = it.frame
+                spawn(item, it, cn.fn(step, frame_iter=f"{frame.key}:{it.id}"
+                                      if frame.info.fid else None))
+                return
             elif cn.static is not None:
                 result = cn.static
             elif cn.kind == _PLAIN:
@@ -282,7 +305,7 @@ class FramePlan:
     def _propagate(self, item: _Item, it: _Iter, result: Any, dead: bool,
                    ready: deque[tuple[_Item, _Iter]]) -> None:
         kind = item.kind
-        if kind in (_NORMAL, _SWITCH, _MERGE, _TRIGGER, _ARG, _RETVAL):
+        if kind in (_NORMAL, _SWITCH, _MERGE, _TRIGGER, _ARG, _RETVAL, _SEND, _RECV):
             self._activate_all(item, it, result, dead, ready)
         elif kind == _ENTER:
             child = it.children.get(item.child)

@@ -39,7 +39,8 @@ _EXITS = ("Exit", "RefExit")
 _NEXTS = ("NextIteration", "RefNextIteration")
 _MERGES = ("Merge", "RefMerge")
 _SWITCHES = ("Switch", "RefSwitch")
-_NOT_IN_SIMPLE = frozenset({"ControlTrigger", "_Arg", "_Retval"})
+# a transfer needs the frame and iteration in its key, which the general runner gives it
+_NOT_IN_SIMPLE = frozenset({"ControlTrigger", "_Arg", "_Retval", "_Send", "_Recv"})
 
 
 def _deref(value: Any, node: str) -> Any:

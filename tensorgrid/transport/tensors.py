@@ -1,7 +1,7 @@
 """Tensors on the wire: TensorProtos for call arguments, and RecvTensor's chunked stream.
 
-RecvTensor answers each requested key with one of: the whole tensor inline (small tensors and
-strings), the name of a shared-memory segment (same host), or a raw-byte stream of ``CHUNK_BYTES``
+RecvTensor answers each requested key with one of: a dead tensor's flag (``is_dead``), the whole
+tensor inline (small tensors and strings), the name of a shared-memory segment (same host), or a raw-byte stream of ``CHUNK_BYTES``
 pieces (a header chunk with dtype and shape, then data at increasing offsets). On the framed data
 plane the pieces' bytes travel beside their chunks (``RawChunk``, views of the producer's array)
 and are received in place (``Assembler.target``); over gRPC they ride in the chunks' ``data``.
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tensorgrid.core import errors, serde
+from tensorgrid.core.ir import DEAD
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.pb import worker_pb2
 from tensorgrid.transport import shm
@@ -68,6 +69,9 @@ def encode(index: int, value: Any, use_shm: bool,
     """The chunks that carry one tensor to the consumer (through ``pool``'s segments when the
     consumer is on this host and can give leases back, else a one-off segment, else chunks of
     raw bytes: ``RawChunk``s that view the array when ``raw``, else copies inside the chunks)."""
+    if value is DEAD:  # a dead tensor has no value: a flag says what it is
+        yield worker_pb2.RecvTensorChunk(index=index, is_dead=True)
+        return
     arr = _host(value)
     if arr.dtype == object or arr.nbytes <= INLINE_BYTES:
         yield worker_pb2.RecvTensorChunk(index=index, inline=serde.tensor_to_proto(arr))
@@ -171,6 +175,8 @@ class Assembler:
 
     def add(self, chunk: Any) -> tuple[int, Any] | None:
         i = chunk.index
+        if chunk.is_dead:
+            return i, DEAD
         if chunk.HasField("inline"):
             return i, serde.tensor_from_proto(chunk.inline)
         if chunk.shm_name:
