@@ -57,11 +57,13 @@ _BY_CODE = {
 _DEVICE = re.compile(r"requests device|Cannot assign a device|Malformed device name")
 _DTYPE = re.compile(r"dtype|data type|value to a \w+ variable|must be bool")
 _SHAPE = re.compile(r"shape|rank|dimension|size-incompatible|[Ii]ncompatible|broadcast")
+# core.attr_types: an attr of the wrong type, or one the op does not take
+_ATTR = re.compile(r"\battr '[^']*' expects |has attr '[^']*', which op ")
 
 
 def reason_of(exc: errors.OpError) -> str:
     """The finer cause of a core error: ``cycle``, ``unknown_op``, ``dangling_input``,
-    ``duplicate_node``, ``unknown_device``, ``type_mismatch``, ``shape_mismatch``, or one derived
+    ``duplicate_node``, ``bad_attr``, ``unknown_device``, ``type_mismatch``, ``shape_mismatch``, or one derived
     from the code (``not_found``, ``unavailable``, ``deadline``, ``aborted``, ``too_large``,
     ``internal``; otherwise the code's name in lower case)."""
     code, msg = exc.error_code, exc.message
@@ -75,6 +77,8 @@ def reason_of(exc: errors.OpError) -> str:
             return "duplicate_node"
         if "has a cycle" in msg:
             return "cycle"
+        if _ATTR.search(msg):
+            return "bad_attr"
         if _DEVICE.search(msg):
             return "unknown_device"
         if _DTYPE.search(msg):

@@ -24,6 +24,7 @@ from tensorgrid.core import dtypes
 from tensorgrid.core.device import task_of
 from tensorgrid.core.ir import NodeDef, parse_input
 from tensorgrid.core.registry import TensorSpec
+from tensorgrid.core.shapes import TensorShape
 
 
 def _short(task: str) -> str:
@@ -114,7 +115,7 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
                                {**attrs, "T": dtypes.int32}))
         recv = f"{base}/_recv"
         add(dst_task, NodeDef(recv, "_Recv", (), dst_device,
-                              {**attrs, "tensor_type": dtypes.int32, "shape": ()}))
+                              {**attrs, "tensor_type": dtypes.int32, "shape": TensorShape([])}))
         ctrl_sends[key] = recv
         return recv
 
