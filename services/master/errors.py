@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -127,6 +128,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     err = errors.make_error(code, f"{request.method} {request.url.path}: {exc.detail}")
     response = error_response(err)
     response.status_code = exc.status_code  # keep the router's own status (405 stays 405)
+    response.headers.update(exc.headers or {})  # a 405's Allow
     return response
 
 
@@ -135,8 +137,38 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return error_response(errors.InternalError(f"{type(exc).__name__}: {exc}"), "internal")
 
 
+def _openapi_errors(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """The app's OpenAPI document as the handlers above answer: no route answers 422 (a request
+    that fails validation is a 400 with the error body), and a route that answers 401 needs the
+    bearer token, so it names the ``bearer`` security scheme."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        doc = build()
+        for path in doc.get("paths", {}).values():
+            for operation in path.values():
+                responses = operation.get("responses", {})
+                responses.pop("422", None)
+                if "401" in responses:
+                    operation["security"] = [{"bearer": []}]
+        schemas = doc.get("components", {}).get("schemas", {})
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
+        doc.setdefault("components", {})["securitySchemes"] = {"bearer": {
+            "type": "http", "scheme": "bearer",
+            "description": "the cluster's secret (tensorgrid token; TENSORGRID_TOKEN)"}}
+        app.openapi_schema = doc
+        return doc
+
+    return openapi
+
+
 def install(app: FastAPI) -> None:
-    """Register the handlers that turn every failure into the JSON error body."""
+    """Register the handlers that turn every failure into the JSON error body, and describe
+    them in the app's OpenAPI document."""
+    app.openapi = _openapi_errors(app)  # type: ignore[method-assign]
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(errors.OpError, _op_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

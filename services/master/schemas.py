@@ -115,3 +115,49 @@ class ResetBody(_Body):
     """``POST /v1/reset``: the containers to clear (all when empty)."""
 
     containers: list[str] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------------ error answers
+class ErrorDetail(BaseModel):
+    """What went wrong (``services/master/errors.py``): TensorFlow's code name, a finer reason,
+    the message, and the node, op and device when there is one."""
+
+    code: str = Field(description="TensorFlow's error code name, e.g. INVALID_ARGUMENT")
+    reason: str = Field(description="the finer cause, e.g. invalid_json, bad_attr, too_large")
+    message: str
+    node: str | None
+    op: str | None
+    device: str | None
+    retryable: bool = Field(description="the client may recreate its session and try again")
+    derived: bool = Field(description="the error only follows from another failure")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer of the master: ``{"error": {...}}``."""
+
+    error: ErrorDetail
+
+
+_ERROR_MEANINGS = {
+    400: "bad input: a body that is not JSON / protobuf or not of the schema, an unknown field, "
+         "a graph the master rejects (cycle, attr of the wrong type, dtype or shape mismatch, "
+         "unknown device), a bad feed or parameter",
+    401: "no or a wrong bearer token (Authorization: Bearer <token>)",
+    404: "no such session, graph or checkpoint, or a node whose op is not registered",
+    409: "the step was aborted (a task failed or restarted): recreate the session and retry",
+    412: "a failed precondition: a stale graph version, an uninitialized variable",
+    413: "over a limit: body bytes, nodes, tensor bytes, stored graphs, sessions, live steps",
+    500: "a kernel or a task failed in a way the master cannot tell apart from a bug",
+    503: "a task (or Redis) is unavailable",
+    504: "the step ran past its deadline",
+}
+
+
+# what a step can end with: bad input, a missing session, and every way running it can fail
+STEP_ERRORS = (400, 401, 404, 409, 412, 413, 500, 503, 504)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route: each error status it answers with, as the error body."""
+    return {status: {"model": ErrorBody, "description": _ERROR_MEANINGS[status]}
+            for status in statuses}

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from services.master.deps import Authorized, State
+from services.master.schemas import error_responses
 from services.master.state import MasterState
 from tensorgrid.checkpoint import listing
 from tensorgrid.checkpoint.redis_server import redis_url
@@ -26,7 +27,8 @@ async def _store(state: MasterState) -> CheckpointStore:
     return CheckpointStore.connect(url)
 
 
-@router.get("", summary="Checkpoint directories, or the checkpoints of one")
+@router.get("", summary="Checkpoint directories, or the checkpoints of one",
+            responses=error_responses(400, 401, 503))
 async def list_checkpoints(
         state: State,
         directory: Annotated[str | None, Query(alias="dir", description="a checkpoint directory, "
@@ -41,7 +43,8 @@ async def list_checkpoints(
         return {"directory": directory, "checkpoints": await listing.describe(store, directory)}
 
 
-@router.get("/{directory:path}/{name}", summary="One checkpoint: manifest and status")
+@router.get("/{directory:path}/{name}", summary="One checkpoint: manifest and status",
+            responses=error_responses(400, 401, 404, 503))
 async def show_checkpoint(
         directory: str, name: str, state: State,
         verify: Annotated[bool, Query(description="read every blob and check its sha256")] = False

@@ -22,6 +22,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from services.master.deps import DASHBOARD_COOKIE, Authorized, State, dashboard_cookie
+from services.master.schemas import error_responses
 from tensorgrid.compiler.plan import Plan
 from tensorgrid.core import errors
 from tensorgrid.core.ir import parse_input
@@ -40,7 +41,8 @@ STATUS_TIMEOUT_S = 1.0
 MAX_DRAWN_NODES = 400
 
 router = APIRouter(tags=["dashboard"])
-api = APIRouter(prefix="/v1/dashboard", tags=["dashboard"], dependencies=[Authorized])
+api = APIRouter(prefix="/v1/dashboard", tags=["dashboard"], dependencies=[Authorized],
+                responses=error_responses(401))
 
 _LOGIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>tensorgrid master: log in</title><link rel="stylesheet" href="/dashboard/style.css">
