@@ -128,8 +128,24 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     err = errors.make_error(code, f"{request.method} {request.url.path}: {exc.detail}")
     response = error_response(err)
     response.status_code = exc.status_code  # keep the router's own status (405 stays 405)
-    response.headers.update(exc.headers or {})  # a 405's Allow
+    response.headers.update(exc.headers or {})
+    if exc.status_code == 405:
+        allowed = _documented_methods(request.app, request.url.path)
+        if allowed:
+            response.headers["Allow"] = ", ".join(allowed)
     return response
+
+
+def _documented_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the OpenAPI document gives for a path: a path served by two routes (GET and
+    DELETE on ``/v1/graphs/{graph_id}``) allows both, where starlette's 405 names only the first
+    route's."""
+    methods: set[str] = set()
+    for template, operations in app.openapi().get("paths", {}).items():
+        pattern = re.sub(r"\\\{[^}]*\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, path):
+            methods |= {m.upper() for m in operations}
+    return sorted(methods)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -151,6 +167,10 @@ def _openapi_errors(app: FastAPI) -> Callable[[], dict[str, Any]]:
             for operation in path.values():
                 responses = operation.get("responses", {})
                 responses.pop("422", None)
+                for status, response in responses.items():
+                    if int(status) >= 400:  # errors are JSON, whatever the route's answer is
+                        response["content"] = {"application/json": {
+                            "schema": {"$ref": "#/components/schemas/ErrorBody"}}}
                 if "401" in responses:
                     operation["security"] = [{"bearer": []}]
         schemas = doc.get("components", {}).get("schemas", {})

@@ -222,7 +222,8 @@ def plan_digest(plan: Plan) -> str:
     return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
 
 
-@api.get("/sessions/{session_id}/plan", summary="A session's latest plan as a graph")
+@api.get("/sessions/{session_id}/plan", summary="A session's latest plan as a graph",
+         responses=error_responses(404))
 async def session_plan(
         session_id: str, state: State,
         known: Annotated[str | None, Query(description="the digest of the plan the caller has "

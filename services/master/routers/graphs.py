@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.master import codec
 from services.master.deps import Authorized, Body, State, WireFormat
-from services.master.schemas import error_responses
+from services.master.schemas import GRAPH_DEF_JSON, error_responses
 from tensorgrid.compiler.infer import check_declared_sizes, infer_graph
 from tensorgrid.core import registry
 from tensorgrid.core.ir import GraphDef
@@ -24,8 +24,7 @@ router = APIRouter(prefix="/v1/graphs", tags=["graphs"], dependencies=[Authorize
 _INPUT_OPS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
 _GRAPH_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"type": "object",
-                                    "description": "GraphDef, TensorFlow's JSON form"}},
+    "application/json": {"schema": GRAPH_DEF_JSON},
     codec.PROTOBUF: {"schema": {"type": "string", "format": "binary",
                                 "description": "binary GraphDef"}}}}}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import PlainTextResponse
 
 from services.master.deps import Authorized, State, require_token
 from services.master.metrics import CONTENT_TYPE, merge_task_metrics
@@ -25,7 +26,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/metrics", summary="Prometheus metrics",
+@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse,
             responses=error_responses(401))
 async def metrics(request: Request, state: State) -> Response:
     """Steps, failed steps, plan cache hits and misses, sessions, request latency."""
@@ -42,7 +43,7 @@ async def _task_metrics(core: MasterCore, task: str, timeout: float) -> str | No
 
 
 @router.get("/metrics/tasks", summary="Every task's Prometheus metrics", dependencies=[Authorized],
-            responses=error_responses(401))
+            response_class=PlainTextResponse, responses=error_responses(401))
 async def task_metrics(state: State) -> Response:
     """Each task's steps, kernels and transfers (see ``tensorgrid/runtime/metrics.py``), asked
     now over its gRPC status call, in one exposition with a ``task`` label on every series, and
