@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -57,11 +58,13 @@ _BY_CODE = {
 _DEVICE = re.compile(r"requests device|Cannot assign a device|Malformed device name")
 _DTYPE = re.compile(r"dtype|data type|value to a \w+ variable|must be bool")
 _SHAPE = re.compile(r"shape|rank|dimension|size-incompatible|[Ii]ncompatible|broadcast")
+# core.attr_types: an attr of the wrong type, or one the op does not take
+_ATTR = re.compile(r"\battr '[^']*' expects |has attr '[^']*', which op ")
 
 
 def reason_of(exc: errors.OpError) -> str:
     """The finer cause of a core error: ``cycle``, ``unknown_op``, ``dangling_input``,
-    ``duplicate_node``, ``unknown_device``, ``type_mismatch``, ``shape_mismatch``, or one derived
+    ``duplicate_node``, ``bad_attr``, ``unknown_device``, ``type_mismatch``, ``shape_mismatch``, or one derived
     from the code (``not_found``, ``unavailable``, ``deadline``, ``aborted``, ``too_large``,
     ``internal``; otherwise the code's name in lower case)."""
     code, msg = exc.error_code, exc.message
@@ -75,6 +78,8 @@ def reason_of(exc: errors.OpError) -> str:
             return "duplicate_node"
         if "has a cycle" in msg:
             return "cycle"
+        if _ATTR.search(msg):
+            return "bad_attr"
         if _DEVICE.search(msg):
             return "unknown_device"
         if _DTYPE.search(msg):
@@ -123,7 +128,24 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     err = errors.make_error(code, f"{request.method} {request.url.path}: {exc.detail}")
     response = error_response(err)
     response.status_code = exc.status_code  # keep the router's own status (405 stays 405)
+    response.headers.update(exc.headers or {})
+    if exc.status_code == 405:
+        allowed = _documented_methods(request.app, request.url.path)
+        if allowed:
+            response.headers["Allow"] = ", ".join(allowed)
     return response
+
+
+def _documented_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the OpenAPI document gives for a path: a path served by two routes (GET and
+    DELETE on ``/v1/graphs/{graph_id}``) allows both, where starlette's 405 names only the first
+    route's."""
+    methods: set[str] = set()
+    for template, operations in app.openapi().get("paths", {}).items():
+        pattern = re.sub(r"\\\{[^}]*\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, path):
+            methods |= {m.upper() for m in operations}
+    return sorted(methods)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -131,8 +153,42 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return error_response(errors.InternalError(f"{type(exc).__name__}: {exc}"), "internal")
 
 
+def _openapi_errors(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """The app's OpenAPI document as the handlers above answer: no route answers 422 (a request
+    that fails validation is a 400 with the error body), and a route that answers 401 needs the
+    bearer token, so it names the ``bearer`` security scheme."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        doc = build()
+        for path in doc.get("paths", {}).values():
+            for operation in path.values():
+                responses = operation.get("responses", {})
+                responses.pop("422", None)
+                for status, response in responses.items():
+                    if int(status) >= 400:  # errors are JSON, whatever the route's answer is
+                        response["content"] = {"application/json": {
+                            "schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+                if "401" in responses:
+                    operation["security"] = [{"bearer": []}]
+        schemas = doc.get("components", {}).get("schemas", {})
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
+        doc.setdefault("components", {})["securitySchemes"] = {"bearer": {
+            "type": "http", "scheme": "bearer",
+            "description": "the cluster's secret (tensorgrid token; TENSORGRID_TOKEN)"}}
+        app.openapi_schema = doc
+        return doc
+
+    return openapi
+
+
 def install(app: FastAPI) -> None:
-    """Register the handlers that turn every failure into the JSON error body."""
+    """Register the handlers that turn every failure into the JSON error body, and describe
+    them in the app's OpenAPI document."""
+    app.openapi = _openapi_errors(app)  # type: ignore[method-assign]
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(errors.OpError, _op_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from services.master.codec import PROTOBUF
 from tensorgrid.master.master_session import SessionOptions
@@ -35,8 +36,33 @@ def request_body(model: type[BaseModel], proto: str | None = None) -> dict[str, 
     return {"requestBody": {"required": True, "content": content}}
 
 
+# A GraphDef in TensorFlow's JSON form (protobuf's JSON mapping): what the schema can say of it.
+# A graph valid by this schema may still be one the master refuses (a cycle, a dangling input, an
+# op that is not registered, an attr of the wrong type): that is a 400 or 404 naming the node.
+GRAPH_DEF_JSON: dict[str, Any] = {
+    "type": "object",
+    "description": "a GraphDef, TensorFlow's JSON form: {\"node\": [{\"name\", \"op\", "
+                   "\"input\", \"device\", \"attr\"}], \"versions\", \"library\"}",
+    "required": ["node"],
+    "properties": {
+        "node": {"type": "array", "items": {
+            "type": "object", "required": ["name", "op"],
+            "properties": {
+                "name": {"type": "string"}, "op": {"type": "string"},
+                "input": {"type": "array", "items": {"type": "string"}},
+                "device": {"type": "string"},
+                "attr": {"type": "object", "description": "attr name -> AttrValue"},
+            }}},
+        # protobuf's JSON mapping reads null as "not set"
+        "versions": {"type": ["object", "null"]},
+        "library": {"type": ["object", "null"]},
+    },
+}
+
+
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: JSON's types as the schema says them (false is not 0, "1" is not 1)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class SessionConfig(_Body):
@@ -64,16 +90,25 @@ class SessionConfig(_Body):
             wire_min_bytes=self.wire_min_bytes, wire_gradients_only=self.wire_gradients_only)
 
 
+def _one_of_graph_and_id(schema: dict[str, Any]) -> None:
+    schema["oneOf"] = [{"required": ["graph_id"]}, {"required": ["graph"]}]
+
+
 class _GraphSource(_Body):
-    graph_id: str | None = None
-    graph: dict[str, Any] | None = Field(default=None,
-                                         description="a GraphDef in TensorFlow's JSON form")
+    # exactly one of the two, never null (SkipJsonSchema: None is only the "not given" default)
+    model_config = ConfigDict(json_schema_extra=_one_of_graph_and_id)
+
+    graph_id: str | SkipJsonSchema[None] = Field(
+        default=None, description="a graph stored by POST /v1/graphs")
+    graph: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None, json_schema_extra=GRAPH_DEF_JSON)  # type: ignore[arg-type]
     config: SessionConfig = Field(default_factory=lambda: SessionConfig())
 
     @model_validator(mode="after")
     def _one_graph(self) -> _GraphSource:
-        if (self.graph_id is None) == (self.graph is None):
-            raise ValueError("give exactly one of 'graph_id' and 'graph'")
+        given = {"graph_id", "graph"} & self.model_fields_set
+        if len(given) != 1 or None in (getattr(self, name) for name in given):
+            raise ValueError("give exactly one of 'graph_id' and 'graph', not null")
         return self
 
 
@@ -84,7 +119,7 @@ class CreateSessionBody(_GraphSource):
 class ExtendSessionBody(_Body):
     """``POST /v1/sessions/{id}/extend``: the nodes added since ``current_version``."""
 
-    graph: dict[str, Any]
+    graph: dict[str, Any] = Field(json_schema_extra=GRAPH_DEF_JSON)  # type: ignore[arg-type]
     current_version: int = Field(ge=0)
 
 
@@ -115,3 +150,49 @@ class ResetBody(_Body):
     """``POST /v1/reset``: the containers to clear (all when empty)."""
 
     containers: list[str] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------------ error answers
+class ErrorDetail(BaseModel):
+    """What went wrong (``services/master/errors.py``): TensorFlow's code name, a finer reason,
+    the message, and the node, op and device when there is one."""
+
+    code: str = Field(description="TensorFlow's error code name, e.g. INVALID_ARGUMENT")
+    reason: str = Field(description="the finer cause, e.g. invalid_json, bad_attr, too_large")
+    message: str
+    node: str | None
+    op: str | None
+    device: str | None
+    retryable: bool = Field(description="the client may recreate its session and try again")
+    derived: bool = Field(description="the error only follows from another failure")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer of the master: ``{"error": {...}}``."""
+
+    error: ErrorDetail
+
+
+_ERROR_MEANINGS = {
+    400: "bad input: a body that is not JSON / protobuf or not of the schema, an unknown field, "
+         "a graph the master rejects (cycle, attr of the wrong type, dtype or shape mismatch, "
+         "unknown device), a bad feed or parameter",
+    401: "no or a wrong bearer token (Authorization: Bearer <token>)",
+    404: "no such session, graph or checkpoint, or a node whose op is not registered",
+    409: "the step was aborted (a task failed or restarted): recreate the session and retry",
+    412: "a failed precondition: a stale graph version, an uninitialized variable",
+    413: "over a limit: body bytes, nodes, tensor bytes, stored graphs, sessions, live steps",
+    500: "a kernel or a task failed in a way the master cannot tell apart from a bug",
+    503: "a task (or Redis) is unavailable",
+    504: "the step ran past its deadline",
+}
+
+
+# what a step can end with: bad input, a missing session, and every way running it can fail
+STEP_ERRORS = (400, 401, 404, 409, 412, 413, 500, 503, 504)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route: each error status it answers with, as the error body."""
+    return {status: {"model": ErrorBody, "description": _ERROR_MEANINGS[status]}
+            for status in statuses}

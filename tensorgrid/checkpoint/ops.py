@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, not_differentiable, op
 from tensorgrid.core.shapes import TensorShape, as_shape
+from tensorgrid.ops._attrs import declare_attrs
 
 SAVE_SHARD = "CheckpointSaveShard"
 MERGE = "CheckpointMerge"
@@ -115,3 +116,11 @@ def _assign(ctx: InferContext) -> Sequence[TensorSpec]:
 
 
 not_differentiable(SAVE_SHARD, MERGE, RESTORE_SHARD, ASSIGN)
+
+
+declare_attrs({
+    "CheckpointAssign": "T",
+    "CheckpointMerge": "",
+    "CheckpointRestoreShard": "dtypes shapes slice_specs tensor_names",
+    "CheckpointSaveShard": "num_shards shard slice_specs tensor_names",
+})

@@ -28,7 +28,8 @@ def infer_graph(nodes: Sequence[NodeDef], known: Mapping[str, Sequence[TensorSpe
 
     Raises:
         NotFoundError: an unknown op or a dangling input.
-        InvalidArgumentError: a cycle, a bad attr, or inputs the op rejects (names the node).
+        InvalidArgumentError: a cycle, an attr the op does not take or of the wrong type, or
+            inputs the op rejects (names the node).
     """
     order = list(nodes) if ordered else topological_order(nodes)
     by_name = {n.name: n for n in order}
@@ -55,6 +56,7 @@ def _infer_pass(order: Sequence[NodeDef], by_name: Mapping[str, NodeDef],
         if n.name in specs:
             continue
         opdef = registry.get_op(n.op, n)
+        registry.check_attrs(n, opdef)
         ins: list[TensorSpec | None] = []
         srcs: list[tuple[str, int]] = []
         for inp in n.inputs:

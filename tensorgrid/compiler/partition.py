@@ -38,6 +38,7 @@ from tensorgrid.core import dtypes, errors
 from tensorgrid.core.device import task_of
 from tensorgrid.core.ir import NodeDef, parse_input, topological_order
 from tensorgrid.core.registry import TensorSpec
+from tensorgrid.core.shapes import TensorShape
 
 
 def _short(task: str) -> str:
@@ -158,7 +159,7 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
                                {**attrs, "T": dtypes.int32}))
         recv = f"{base}/_recv"
         add(dst_task, recv_node(recv, src, dst_task, dst_device,
-                                {**attrs, "tensor_type": dtypes.int32, "shape": ()}))
+                                {**attrs, "tensor_type": dtypes.int32, "shape": TensorShape([])}))
         ctrl_sends[key] = recv
         return recv
 

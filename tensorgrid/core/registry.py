@@ -1,7 +1,8 @@
 """The registry: three tables keyed by op name.
 
 * op definitions: how to infer output dtypes and shapes, whether the op is stateful, which inputs
-  take a variable reference, attr defaults;
+  take a variable reference, the attrs it takes with their types (``core.attr_types``), attr
+  defaults;
 * kernels, keyed by (op, device type): a *builder* called once per node that returns the function
   run at every step (plain, ``StepKernel`` or ``AsyncKernel``);
 * gradient rules, keyed by op (or a declaration that the op has no gradient).
@@ -14,12 +15,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from tensorgrid.core import errors
+from tensorgrid.core import attr_types, errors
 from tensorgrid.core.dtypes import DType
 from tensorgrid.core.ir import NodeDef
 from tensorgrid.core.shapes import TensorShape
@@ -111,6 +112,8 @@ class OpDef:
     # Constant folding may evaluate the op when all inputs are constant.
     foldable: bool = True
     source: str = ""
+    # attr name -> attr type ("int", "list(shape)", ...); None until the op declares its attrs
+    attrs: Mapping[str, str] | None = None
 
 
 def node_attr(node: NodeDef, opdef: OpDef | None, name: str, default: Any = _MISSING) -> Any:
@@ -228,11 +231,14 @@ def register_op(
     defaults: Mapping[str, Any] | None = None,
     foldable: bool | None = None,
     source: str | None = None,
+    attrs: Mapping[str, str] | None = None,
 ) -> OpDef:
-    """Register an op definition.
+    """Register an op definition; ``attrs`` declares the attrs the op takes, by name and type
+    (or ``declare_attrs`` does, later).
 
     Raises:
         AlreadyExistsError: the op is registered already (the message names where).
+        ValueError: an attr type that is not one (``core.attr_types.ATTR_TYPES``).
     """
     if name in _OPS:
         raise errors.AlreadyExistsError(
@@ -243,9 +249,44 @@ def register_op(
         ref_outputs=frozenset(ref_outputs), defaults=dict(defaults or {}),
         foldable=(not stateful) if foldable is None else foldable,
         source=source or _caller(),
+        attrs=_attr_table(name, attrs) if attrs is not None else None,
     )
     _OPS[name] = opdef
     return opdef
+
+
+def _attr_table(op_name: str, attrs: Mapping[str, str]) -> dict[str, str]:
+    try:
+        return {k: attr_types.check_type_name(t) for k, t in attrs.items()}
+    except ValueError as exc:
+        raise ValueError(f"Op '{op_name}': {exc}") from None
+
+
+def declare_attrs(op_name: str, attrs: Mapping[str, str]) -> OpDef:
+    """Declare the attrs an op takes, by name and attr type, once.
+
+    Raises:
+        NotFoundError: no such op. AlreadyExistsError: its attrs are declared already.
+        ValueError: an attr type that is not one.
+    """
+    opdef = get_op(op_name)
+    if opdef.attrs is not None:
+        raise errors.AlreadyExistsError(
+            f"The attrs of op '{op_name}' are already declared (op registered at {opdef.source})")
+    _OPS[op_name] = replace(opdef, attrs=_attr_table(op_name, attrs))
+    return _OPS[op_name]
+
+
+def check_attrs(node: NodeDef, opdef: OpDef) -> None:
+    """Check a node's attrs against its op's declaration (nothing to check when the op declares
+    none).
+
+    Raises:
+        InvalidArgumentError: an attr the op does not take, or of another type; names the node,
+            the attr, the expected and the given type.
+    """
+    if opdef.attrs is not None:
+        attr_types.check_node_attrs(node, opdef.attrs)
 
 
 def op(name: str, **kw: Any) -> Callable[[InferFn], InferFn]:

@@ -253,8 +253,8 @@ def graph_from_json(text: str | bytes, limits: GraphLimits | None = None, *,
     if unknown and not ignore_unknown_fields:
         raise invalid(f"Malformed GraphDef JSON: unknown top-level field(s) {unknown}; a GraphDef "
                       f"has {sorted(desc.fields_by_name)}")
-    if "node" not in doc:
-        raise invalid("Malformed GraphDef JSON: no 'node' field (an empty graph is "
+    if not isinstance(doc.get("node"), list):
+        raise invalid("Malformed GraphDef JSON: no 'node' list (an empty graph is "
                       "{\"node\": []})")
     if ignore_unknown_fields:
         _drop_unknown_fields(doc, graph_pb2.GraphDef.DESCRIPTOR)

@@ -84,7 +84,8 @@ def import_graph_def(
         NotFoundError: a node's op is not registered, or an input names a missing node (names
             the node).
         InvalidArgumentError: the graph has a cycle (names a node on it), an input names an output
-            its node does not have, an attr fails to decode, or inference rejects a node.
+            its node does not have, an attr fails to decode, an attr is one the op does not take
+            or of the wrong type, or inference rejects a node.
         ValueError: an input_map key or return element names nothing in graph_def, an input_map
             tensor's dtype differs from the one it replaces, or a name is already in the graph.
 
@@ -105,6 +106,8 @@ def import_graph_def(
                 f"Op type not registered '{n.op}' in imported node '{n.name}'",
                 node_name=n.name, op_type=n.op,
             )
+        # before anything is added: an attr the op does not take, or of the wrong type
+        registry.check_attrs(n, registry.get_op(n.op, n))
 
     mapped = _check_input_map(input_map or {}, gd, nodes)
     for el in return_elements or ():

@@ -10,6 +10,7 @@ from typing import Any
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import (
     INDEX_TYPES,
     const_ints,
@@ -339,3 +340,24 @@ def _reverse_v2(ctx: InferContext) -> Sequence[TensorSpec]:
                 ctx.fail(f"axis {a % rank} specified more than once")
             seen.add(a % rank)
     return [ctx.input(0)]
+
+
+declare_attrs({
+    "Concat": "N T",
+    "ConcatV2": "N T Tidx",
+    "ConjugateTranspose": "T Tperm",
+    "ExpandDims": "T Tdim",
+    "InvertPermutation": "T",
+    "Pack": "N T axis",
+    "Rank": "T",
+    "Reshape": "T Tshape",
+    "ReverseV2": "T Tidx",
+    "Shape": "T out_type",
+    "ShapeN": "N T out_type",
+    "Size": "T out_type",
+    "Split": "T num_split",
+    "SplitV": "T Tlen num_split",
+    "Squeeze": "T squeeze_dims",
+    "Transpose": "T Tperm",
+    "Unpack": "T axis num",
+})

@@ -15,6 +15,7 @@ import numpy as np
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import (
     const_ints,
     const_scalar,
@@ -244,3 +245,18 @@ def _one_hot(ctx: InferContext) -> Sequence[TensorSpec]:
     out = list(dims)
     out.insert(len(dims) if axis == -1 else axis, depth)
     return [spec(dt, out)]
+
+
+declare_attrs({
+    "BroadcastTo": "T Tidx",
+    "Fill": "T index_type",
+    "MirrorPad": "T Tpaddings mode",
+    "MirrorPadGrad": "T Tpaddings mode",
+    "OneHot": "T TI axis",
+    "OnesLike": "T",
+    "Pad": "T Tpaddings",
+    "PadV2": "T Tpaddings",
+    "Range": "Tidx",
+    "Tile": "T Tmultiples",
+    "ZerosLike": "T",
+})

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import int_input, scalar_input, spec
 
 
@@ -91,3 +92,13 @@ def _matrix_diag_part(ctx: InferContext) -> Sequence[TensorSpec]:
         ctx.fail(f"input must be at least 2-dim, got shape {ctx.shape(0)}")
     m, n = dims[-2], dims[-1]
     return [spec(ctx.dtype(0), [*dims[:-2], None if m is None or n is None else min(m, n)])]
+
+
+declare_attrs({
+    "Diag": "T",
+    "DiagPart": "T",
+    "MatrixBandPart": "T Tindex",
+    "MatrixDiag": "T",
+    "MatrixDiagPart": "T",
+    "ReverseSequence": "T Tlen batch_dim seq_dim",
+})

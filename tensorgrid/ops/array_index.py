@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import (
     INDEX_TYPES,
     const_ints,
@@ -349,3 +350,16 @@ def _unique(ctx: InferContext) -> Sequence[TensorSpec]:
         ctx.fail(f"out_idx must be int32 or int64, got {out_idx.name}")
     dims = ctx.shape(0).dims
     return [spec(ctx.dtype(0), [None]), spec(out_idx, [dims[0] if dims else None])]
+
+
+declare_attrs({
+    "Gather": "Tindices Tparams validate_indices",
+    "GatherNd": "Tindices Tparams bad_indices_policy",
+    "GatherV2": "Taxis Tindices Tparams batch_dims",
+    "ScatterNd": "T Tindices bad_indices_policy",
+    "Slice": "Index T",
+    "StridedSlice": "Index T begin_mask ellipsis_mask end_mask new_axis_mask shrink_axis_mask",
+    "StridedSliceGrad": "Index T begin_mask ellipsis_mask end_mask new_axis_mask shrink_axis_mask",
+    "Unique": "T out_idx",
+    "UnsortedSegmentSum": "T Tindices Tnumsegments",
+})

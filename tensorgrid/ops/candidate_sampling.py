@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, not_differentiable, op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 _SAMPLER_DEFAULTS = {"seed": 0, "seed2": 0, "unique": False}
@@ -69,3 +70,12 @@ def _compute_accidental_hits(ctx: InferContext) -> Sequence[TensorSpec]:
 
 not_differentiable("UniformCandidateSampler", "LogUniformCandidateSampler",
                    "FixedUnigramCandidateSampler", "ComputeAccidentalHits")
+
+
+declare_attrs({
+    "ComputeAccidentalHits": "num_true seed seed2",
+    "FixedUnigramCandidateSampler": ("distortion num_reserved_ids num_sampled num_shards num_true range_max "
+        "seed seed2 shard unigrams unique vocab_file"),
+    "LogUniformCandidateSampler": "num_sampled num_true range_max seed seed2 unique",
+    "UniformCandidateSampler": "num_sampled num_true range_max seed seed2 unique",
+})

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, register_op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 
 
 def _data(ctx: InferContext) -> TensorSpec:
@@ -126,3 +127,23 @@ register_op("StackV2", _stack, stateful=True, defaults={"stack_name": ""})
 register_op("StackPushV2", _stack_push, stateful=True, defaults={"swap_memory": False})
 register_op("StackPopV2", _stack_pop, stateful=True)
 register_op("StackCloseV2", _stack_close, stateful=True)
+
+
+declare_attrs({
+    "ControlTrigger": "",
+    "Enter": "T frame_name is_constant parallel_iterations",
+    "Exit": "T",
+    "LoopCond": "",
+    "Merge": "N T",
+    "NextIteration": "T",
+    "RefEnter": "T frame_name is_constant parallel_iterations",
+    "RefExit": "T",
+    "RefMerge": "N T",
+    "RefNextIteration": "T",
+    "RefSwitch": "T",
+    "StackCloseV2": "",
+    "StackPopV2": "elem_type",
+    "StackPushV2": "T swap_memory",
+    "StackV2": "elem_type stack_name",
+    "Switch": "T",
+})

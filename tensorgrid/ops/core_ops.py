@@ -10,6 +10,7 @@ import numpy as np
 
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape, as_shape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import same_as_input, spec
 
 # ------------------------------------------------------------------------------ definitions
@@ -62,3 +63,18 @@ def _arg(ctx: InferContext) -> Sequence[TensorSpec]:
 def _retval(ctx: InferContext) -> Sequence[TensorSpec]:
     ctx.expect_inputs(1)
     return []
+
+
+declare_attrs({
+    "Const": "dtype value",
+    "Identity": "T",
+    "IdentityN": "T:list(type)",
+    "NoOp": "",
+    "Placeholder": "dtype shape",
+    "PlaceholderWithDefault": "dtype shape",
+    "PreventGradient": "T message",
+    "Snapshot": "T",
+    "StopGradient": "T",
+    "_Arg": "T index shape",
+    "_Retval": "T index",
+})

@@ -26,6 +26,7 @@ from typing import Any
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, not_differentiable, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 _HANDLE = (dtypes.resource, ())
@@ -181,3 +182,21 @@ not_differentiable(
     "AccumulatorApplyGradient", "AccumulatorTakeGradient", "AccumulatorWaitForGradients",
     "AccumulatorSetGlobalStep", "AccumulatorNumAccumulated",
 )
+
+
+declare_attrs({
+    "AccumulatorApplyGradient": "dtype",
+    "AccumulatorNumAccumulated": "",
+    "AccumulatorSetGlobalStep": "",
+    "AccumulatorTakeGradient": "dtype",
+    "AccumulatorWaitForGradients": "fail_on_timeout timeout_ms",
+    "ConditionalAccumulator": "container dtype reduction_type shape shared_name",
+    "FIFOQueueV2": "capacity component_types container shapes shared_name",
+    "QueueCloseV2": "cancel_pending_enqueues",
+    "QueueDequeueManyV2": "component_types timeout_ms",
+    "QueueDequeueV2": "component_types timeout_ms",
+    "QueueEnqueueManyV2": "Tcomponents timeout_ms",
+    "QueueEnqueueV2": "Tcomponents timeout_ms",
+    "QueueIsClosedV2": "",
+    "QueueSizeV2": "",
+})

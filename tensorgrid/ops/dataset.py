@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, not_differentiable, op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 
@@ -59,3 +60,10 @@ def _shuffle_index(ctx: InferContext) -> Sequence[TensorSpec]:
 
 
 not_differentiable("DatasetIteratorNext", "DatasetIteratorReset", "DatasetShuffleIndex")
+
+
+declare_attrs({
+    "DatasetIteratorNext": "container require_init shared_name",
+    "DatasetIteratorReset": "container shared_name",
+    "DatasetShuffleIndex": "buffer_size reshuffle_each_iteration seed seed2",
+})

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import is_float_or_complex, spec
 
 OUTPUT_STREAMS = ("stdout", "stderr", "log(info)", "log(warning)", "log(error)")
@@ -68,3 +69,13 @@ def _assert(ctx: InferContext) -> Sequence[TensorSpec]:
     if ctx.dtype(0) is not dtypes.bool_ or ctx.shape(0).rank not in (None, 0):
         ctx.fail(f"condition must be a bool scalar, got {ctx.dtype(0).name} {ctx.shape(0)}")
     return []
+
+
+declare_attrs({
+    "Assert": "T:list(type) summarize",
+    "CheckNumerics": "T message",
+    "CheckNumericsV2": "T message",
+    "Print": "T U:list(type) first_n message summarize",
+    "PrintV2": "end output_stream",
+    "StringFormat": "T:list(type) placeholder summarize template",
+})

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from tensorgrid.core.registry import InferContext, TensorSpec, op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import is_numeric, spec
 
 ELLIPSIS = "."  # ``...`` is held as one character in a parsed subscript
@@ -106,3 +107,8 @@ def _broadcast(a: list[int | None], b: list[int | None]) -> list[int | None]:
 
 
 op("Einsum")(_einsum)
+
+
+declare_attrs({
+    "Einsum": "N T equation",
+})

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from tensorgrid.core.registry import InferContext, TensorSpec, register_op
 from tensorgrid.core.shapes import TensorShape, as_shape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 
@@ -58,3 +59,13 @@ register_op("While", _while, stateful=True)
 register_op("StatelessWhile", _while, foldable=False)
 register_op("PartitionedCall", _call, foldable=False)
 register_op("StatefulPartitionedCall", _call, stateful=True)
+
+
+declare_attrs({
+    "If": "Tcond Tin Tout else_branch output_shapes then_branch",
+    "PartitionedCall": "Tin Tout config config_proto executor_type f",
+    "StatefulPartitionedCall": "Tin Tout config config_proto executor_type f",
+    "StatelessIf": "Tcond Tin Tout else_branch output_shapes then_branch",
+    "StatelessWhile": "T:list(type) body cond output_shapes parallel_iterations",
+    "While": "T:list(type) body cond output_shapes parallel_iterations",
+})

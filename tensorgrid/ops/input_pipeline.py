@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, not_differentiable, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 _HANDLE = (dtypes.resource, ())
@@ -64,3 +65,11 @@ def _count_up_to(ctx: InferContext) -> Sequence[TensorSpec]:
 
 
 not_differentiable("RandomShuffleQueueV2", "QueueDequeueUpToV2", "CountUpTo")
+
+
+declare_attrs({
+    "CountUpTo": "T limit",
+    "QueueDequeueUpToV2": "component_types timeout_ms",
+    "RandomShuffleQueueV2": ("capacity component_types container min_after_dequeue seed seed2 shapes "
+        "shared_name"),
+})

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import const_ints, spec
 
 _REDUCTION_DEFAULTS = {"keep_dims": False, "Tidx": dtypes.int32}
@@ -117,3 +118,18 @@ def _scan(ctx: InferContext) -> Sequence[TensorSpec]:
 
 for _name in ("Cumsum", "Cumprod"):
     op(_name, defaults={"exclusive": False, "reverse": False, "Tidx": dtypes.int32})(_scan)
+
+
+declare_attrs({
+    "All": "T Tidx keep_dims",
+    "Any": "T Tidx keep_dims",
+    "ArgMax": "T Tidx output_type",
+    "ArgMin": "T Tidx output_type",
+    "Cumprod": "T Tidx exclusive reverse",
+    "Cumsum": "T Tidx exclusive reverse",
+    "Max": "T Tidx keep_dims",
+    "Mean": "T Tidx keep_dims",
+    "Min": "T Tidx keep_dims",
+    "Prod": "T Tidx keep_dims",
+    "Sum": "T Tidx keep_dims",
+})

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import as_shape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import binary, int_input, is_float_or_complex, is_floating, spec, unary
 
 FLOAT_BINARY = ("DivNoNan", "Xlogy", "Xdivy")
@@ -53,3 +54,29 @@ def _ensure_shape(ctx: InferContext) -> Sequence[TensorSpec]:
     if not ctx.shape(0).is_compatible_with(want):
         ctx.fail(f"Shape of tensor {ctx.shape(0)} is not compatible with expected shape {want}")
     return [spec(ctx.dtype(0), ctx.shape(0).merge_with(want))]
+
+
+declare_attrs({
+    "Acos": "T",
+    "Acosh": "T",
+    "ApproximateEqual": "T tolerance",
+    "Asin": "T",
+    "Asinh": "T",
+    "Atan": "T",
+    "Atan2": "T",
+    "Atanh": "T",
+    "ConcatOffset": "N shape_type",
+    "Cosh": "T",
+    "DivNoNan": "T",
+    "EnsureShape": "T shape",
+    "Erf": "T",
+    "Erfc": "T",
+    "Expm1": "T",
+    "Rint": "T",
+    "Selu": "T",
+    "SeluGrad": "T",
+    "Sinh": "T",
+    "Tan": "T",
+    "Xdivy": "T",
+    "Xlogy": "T",
+})

@@ -14,6 +14,7 @@ from typing import Any
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import const_ints, is_floating, is_real, spec, unary
 
 
@@ -406,3 +407,37 @@ def _avg_pool_grad(ctx: InferContext) -> Sequence[TensorSpec]:
     g = _rank4(ctx, 1, "grad")
     _check_backprop(ctx, _pool_out(ctx, x), g)
     return [spec(ctx.dtype(1), x)]
+
+
+declare_attrs({
+    "AvgPool": "T data_format ksize padding strides",
+    "AvgPoolGrad": "T data_format ksize padding strides",
+    "BiasAdd": "T data_format",
+    "BiasAddGrad": "T data_format",
+    "Conv2D": "T data_format dilations explicit_paddings padding strides use_cudnn_on_gpu",
+    "Conv2DBackpropFilter": ("T data_format dilations explicit_paddings padding strides "
+        "use_cudnn_on_gpu"),
+    "Conv2DBackpropInput": ("T data_format dilations explicit_paddings padding strides "
+        "use_cudnn_on_gpu"),
+    "Elu": "T",
+    "EluGrad": "T",
+    "InTopKV2": "T",
+    "L2Loss": "T",
+    "LeakyRelu": "T alpha",
+    "LeakyReluGrad": "T alpha",
+    "LogSoftmax": "T",
+    "MaxPool": "T data_format explicit_paddings ksize padding strides",
+    "MaxPoolGrad": "T data_format explicit_paddings ksize padding strides",
+    "MaxPoolGradGrad": "T data_format ksize padding strides",
+    "Relu": "T",
+    "Relu6": "T",
+    "Relu6Grad": "T",
+    "ReluGrad": "T",
+    "Softmax": "T",
+    "SoftmaxCrossEntropyWithLogits": "T",
+    "Softplus": "T",
+    "SoftplusGrad": "T",
+    "Softsign": "T",
+    "SoftsignGrad": "T",
+    "SparseSoftmaxCrossEntropyWithLogits": "T Tlabels",
+})

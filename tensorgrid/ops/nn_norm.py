@@ -15,6 +15,7 @@ from typing import Any
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 FORMATS = {"NHWC": 4, "NCHW": 4, "NDHWC": 5, "NCDHW": 5}
@@ -101,3 +102,13 @@ _GRAD_DEFAULTS = {"epsilon": 0.0001, "data_format": "NHWC", "is_training": True}
 op("FusedBatchNormGrad", defaults=_GRAD_DEFAULTS)(_fused_grad(1))
 op("FusedBatchNormGradV2", defaults={**_GRAD_DEFAULTS, "U": dtypes.float32})(_fused_grad(2))
 op("FusedBatchNormGradV3", defaults={**_GRAD_DEFAULTS, "U": dtypes.float32})(_fused_grad(3))
+
+
+declare_attrs({
+    "FusedBatchNorm": "T data_format epsilon exponential_avg_factor is_training",
+    "FusedBatchNormGrad": "T data_format epsilon is_training",
+    "FusedBatchNormGradV2": "T U data_format epsilon is_training",
+    "FusedBatchNormGradV3": "T U data_format epsilon is_training",
+    "FusedBatchNormV2": "T U data_format epsilon exponential_avg_factor is_training",
+    "FusedBatchNormV3": "T U data_format epsilon exponential_avg_factor is_training",
+})

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, register_op
 from tensorgrid.core.shapes import TensorShape, as_shape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 
@@ -47,3 +48,15 @@ for _name, _infer in (("OptionalFromValue", _variant), ("OptionalNone", _variant
                       ("EmptyTensorList", _variant), ("TensorListPushBack", _variant),
                       ("TensorListPopBack", _pop_back), ("TensorListLength", _length)):
     register_op(_name, _infer, foldable=False)
+
+
+declare_attrs({
+    "EmptyTensorList": "element_dtype shape_type",
+    "OptionalFromValue": "Toutput_types",
+    "OptionalGetValue": "output_shapes output_types",
+    "OptionalHasValue": "",
+    "OptionalNone": "",
+    "TensorListLength": "",
+    "TensorListPopBack": "element_dtype",
+    "TensorListPushBack": "element_dtype",
+})

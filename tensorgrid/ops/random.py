@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import const_ints, spec
 
 # ------------------------------------------------------------------------------ definitions
@@ -86,3 +87,13 @@ def _multinomial(ctx: InferContext) -> Sequence[TensorSpec]:
         ctx.fail(f"num_samples should be nonnegative, got {n[0]}")
     batch = logits.dims[0] if logits.dims is not None else None
     return [spec(out, [batch, n[0] if n is not None else None])]
+
+
+declare_attrs({
+    "Multinomial": "T output_dtype seed seed2",
+    "RandomShuffle": "T seed seed2",
+    "RandomStandardNormal": "T dtype seed seed2",
+    "RandomUniform": "T dtype seed seed2",
+    "RandomUniformInt": "T Tout:type seed seed2",
+    "TruncatedNormal": "T dtype seed seed2",
+})

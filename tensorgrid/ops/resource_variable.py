@@ -17,6 +17,7 @@ from typing import Any
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 from tensorgrid.ops.state_apply import MORE_APPLY
 
@@ -159,3 +160,34 @@ op("ResourceSparseApplyAdagrad", stateful=True,
 op("ResourceSparseApplyRMSProp", stateful=True, defaults=_LOCKING)(_apply(3, [3, 4, 5, 6], 8))
 op("ResourceSparseApplyCenteredRMSProp", stateful=True,
    defaults=_LOCKING)(_apply(4, [4, 5, 6, 7], 9))
+
+
+declare_attrs({
+    "AssignAddVariableOp": "dtype",
+    "AssignSubVariableOp": "dtype",
+    "AssignVariableOp": "dtype validate_shape",
+    "DestroyResourceOp": "ignore_lookup_error",
+    "ReadVariableOp": "dtype",
+    "ResourceApplyAdadelta": "T use_locking",
+    "ResourceApplyAdagrad": "T update_slots use_locking",
+    "ResourceApplyAdam": "T use_locking use_nesterov",
+    "ResourceApplyCenteredRMSProp": "T use_locking",
+    "ResourceApplyFtrl": "T multiply_linear_by_lr use_locking",
+    "ResourceApplyFtrlV2": "T multiply_linear_by_lr use_locking",
+    "ResourceApplyGradientDescent": "T use_locking",
+    "ResourceApplyMomentum": "T use_locking use_nesterov",
+    "ResourceApplyProximalAdagrad": "T use_locking",
+    "ResourceApplyProximalGradientDescent": "T use_locking",
+    "ResourceApplyRMSProp": "T use_locking",
+    "ResourceGather": "Tindices batch_dims dtype validate_indices",
+    "ResourceScatterAdd": "Tindices dtype",
+    "ResourceScatterSub": "Tindices dtype",
+    "ResourceScatterUpdate": "Tindices dtype",
+    "ResourceSparseApplyAdagrad": "T Tindices update_slots use_locking",
+    "ResourceSparseApplyCenteredRMSProp": "T Tindices use_locking",
+    "ResourceSparseApplyMomentum": "T Tindices use_locking use_nesterov",
+    "ResourceSparseApplyRMSProp": "T Tindices use_locking",
+    "VarHandleOp": "allowed_devices container debug_name dtype shape shared_name",
+    "VarIsInitializedOp": "",
+    "VariableShape": "out_type",
+})

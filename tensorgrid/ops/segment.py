@@ -16,6 +16,7 @@ import numpy as np
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import int_input, is_numeric, is_real, spec
 
 
@@ -166,3 +167,26 @@ def _sparse_segment_grad_v2(ctx: InferContext) -> Sequence[TensorSpec]:
 for _name in SPARSE_SEGMENT:
     op(_name + "GradV2", defaults={"Tidx": dtypes.int32, "Tsegmentids": dtypes.int32})(
         _sparse_segment_grad_v2)
+
+
+declare_attrs({
+    "DynamicStitch": "N T",
+    "ParallelDynamicStitch": "N T",
+    "SegmentMax": "T Tindices",
+    "SegmentMean": "T Tindices",
+    "SegmentMin": "T Tindices",
+    "SegmentProd": "T Tindices",
+    "SegmentSum": "T Tindices",
+    "SparseSegmentMean": "T Tidx Tsegmentids sparse_gradient",
+    "SparseSegmentMeanGrad": "T Tidx Tsegmentids",
+    "SparseSegmentMeanGradV2": "T Tidx Tsegmentids",
+    "SparseSegmentSqrtN": "T Tidx Tsegmentids sparse_gradient",
+    "SparseSegmentSqrtNGrad": "T Tidx Tsegmentids",
+    "SparseSegmentSqrtNGradV2": "T Tidx Tsegmentids",
+    "SparseSegmentSum": "T Tidx Tsegmentids sparse_gradient",
+    "SparseSegmentSumGrad": "T Tidx Tsegmentids",
+    "SparseSegmentSumGradV2": "T Tidx Tsegmentids",
+    "UnsortedSegmentMax": "T Tindices Tnumsegments",
+    "UnsortedSegmentMin": "T Tindices Tnumsegments",
+    "UnsortedSegmentProd": "T Tindices Tnumsegments",
+})

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape, as_shape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 _DEFAULTS = {"send_device_incarnation": 0, "client_terminated": False}
@@ -24,3 +25,10 @@ def _send(ctx: InferContext) -> Sequence[TensorSpec]:
 @op("_Recv", stateful=True, defaults={**_DEFAULTS, "shape": TensorShape(None)})
 def _recv(ctx: InferContext) -> Sequence[TensorSpec]:
     return [spec(ctx.attr("tensor_type"), as_shape(ctx.attr("shape")))]
+
+
+declare_attrs({
+    "_Recv": ("client_terminated recv_device send_device send_device_incarnation "
+        "shape tensor_name tensor_type"),
+    "_Send": "T client_terminated recv_device send_device send_device_incarnation tensor_name",
+})

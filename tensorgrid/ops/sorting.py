@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import INDEX_TYPES, const_scalar, is_real, scalar_input, spec
 
 
@@ -44,3 +45,9 @@ def _top_k_v2(ctx: InferContext) -> Sequence[TensorSpec]:
 def _top_k(ctx: InferContext) -> Sequence[TensorSpec]:
     ctx.expect_inputs(1)
     return _top_k_specs(ctx, int(ctx.attr("k")))
+
+
+declare_attrs({
+    "TopK": "T k sorted",
+    "TopKV2": "T Tk index_type sorted",
+})

@@ -13,6 +13,7 @@ from typing import Any
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import as_shape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 
@@ -84,3 +85,18 @@ op("ApplyRMSProp", stateful=True, ref_inputs=(0, 1, 2), ref_outputs=(0,),
    defaults=_LOCKING)(_apply(3, [3, 4, 5, 6], 7))
 op("ApplyCenteredRMSProp", stateful=True, ref_inputs=(0, 1, 2, 3), ref_outputs=(0,),
    defaults=_LOCKING)(_apply(4, [4, 5, 6, 7], 8))
+
+
+declare_attrs({
+    "ApplyAdagrad": "T update_slots use_locking",
+    "ApplyAdam": "T use_locking use_nesterov",
+    "ApplyCenteredRMSProp": "T use_locking",
+    "ApplyGradientDescent": "T use_locking",
+    "ApplyMomentum": "T use_locking use_nesterov",
+    "ApplyRMSProp": "T use_locking",
+    "Assign": "T use_locking validate_shape",
+    "AssignAdd": "T use_locking",
+    "AssignSub": "T use_locking",
+    "IsVariableInitialized": "dtype",
+    "VariableV2": "container dtype shape shared_name",
+})

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from tensorgrid.core.registry import op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops.state import _apply as apply_infer
 
 # op: (number of refs, scalar inputs, gradient input)
@@ -21,3 +22,12 @@ for _name, (_refs, _scalars, _grad) in MORE_APPLY.items():
        defaults={"use_locking": False, **({"multiply_linear_by_lr": False}
                                           if _name.startswith("ApplyFtrl") else {})})(
         apply_infer(_refs, list(_scalars), _grad))
+
+
+declare_attrs({
+    "ApplyAdadelta": "T use_locking",
+    "ApplyFtrl": "T multiply_linear_by_lr use_locking",
+    "ApplyFtrlV2": "T multiply_linear_by_lr use_locking",
+    "ApplyProximalAdagrad": "T use_locking",
+    "ApplyProximalGradientDescent": "T use_locking",
+})

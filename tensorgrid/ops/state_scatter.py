@@ -12,6 +12,7 @@ from typing import Any
 
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import int_input
 
 SCATTER = ("ScatterUpdate", "ScatterAdd", "ScatterSub", "ScatterMul", "ScatterDiv", "ScatterMax",
@@ -110,3 +111,21 @@ for _name, (_refs, _scalars, _grad) in SPARSE_APPLY.items():
     op(_name, stateful=True, ref_inputs=tuple(range(_refs)), ref_outputs=(0,), foldable=False,
        defaults={"use_locking": False, **_EXTRA_DEFAULTS.get(_name, {})})(
         _sparse_apply(_refs, _scalars, _grad))
+
+
+declare_attrs({
+    "ScatterAdd": "T Tindices use_locking",
+    "ScatterDiv": "T Tindices use_locking",
+    "ScatterMax": "T Tindices use_locking",
+    "ScatterMin": "T Tindices use_locking",
+    "ScatterMul": "T Tindices use_locking",
+    "ScatterNdAdd": "T Tindices bad_indices_policy use_locking",
+    "ScatterNdSub": "T Tindices bad_indices_policy use_locking",
+    "ScatterNdUpdate": "T Tindices bad_indices_policy use_locking",
+    "ScatterSub": "T Tindices use_locking",
+    "ScatterUpdate": "T Tindices use_locking",
+    "SparseApplyAdagrad": "T Tindices update_slots use_locking",
+    "SparseApplyCenteredRMSProp": "T Tindices use_locking",
+    "SparseApplyMomentum": "T Tindices use_locking use_nesterov",
+    "SparseApplyRMSProp": "T Tindices use_locking",
+})

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, op
 from tensorgrid.core.shapes import TensorShape, broadcast_shapes
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 from tensorgrid.ops.debug import attr_text
 
@@ -137,3 +138,19 @@ def _string_length(ctx: InferContext) -> Sequence[TensorSpec]:
     if attr_text(ctx.attr("unit")) not in ("BYTE", "UTF8_CHAR"):
         ctx.fail(f"unit must be BYTE or UTF8_CHAR, got {ctx.attr('unit')!r}")
     return [spec(dtypes.int32, ctx.shape(0))]
+
+
+declare_attrs({
+    "AsString": "T fill precision scientific shortest width",
+    "RegexReplace": "replace_global",
+    "StaticRegexReplace": "pattern replace_global rewrite",
+    "StringJoin": "N separator",
+    "StringLength": "unit",
+    "StringLower": "encoding",
+    "StringSplit": "skip_empty",
+    "StringSplitV2": "maxsplit",
+    "StringStrip": "",
+    "StringToNumber": "out_type",
+    "StringUpper": "encoding",
+    "Substr": "T unit",
+})

@@ -25,6 +25,7 @@ import numpy as np
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, not_differentiable, op
+from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
 
 _SUMMARY = spec(dtypes.string, ())
@@ -121,3 +122,13 @@ not_differentiable(
     "TensorSummary",
     "MergeSummary",
 )
+
+
+declare_attrs({
+    "HistogramSummary": "T",
+    "ImageSummary": "T bad_color max_images",
+    "MergeSummary": "N",
+    "ScalarSummary": "T",
+    "TensorSummary": "T description display_name labels",
+    "TensorSummaryV2": "T",
+})

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from tensorgrid.core import dtypes
 from tensorgrid.core.registry import InferContext, TensorSpec, register_op
 from tensorgrid.core.shapes import TensorShape, as_shape
+from tensorgrid.ops._attrs import declare_attrs
 
 _FLOW = TensorSpec(dtypes.float32, TensorShape([]))
 _HANDLE = TensorSpec(dtypes.resource, TensorShape([2]))
@@ -78,16 +79,32 @@ def _grad(ctx: InferContext) -> Sequence[TensorSpec]:
     return [_HANDLE, _FLOW]
 
 
-_TA_DEFAULTS = {"element_shape": None, "dynamic_size": False, "clear_after_read": True,
+_UNKNOWN = TensorShape(None)
+_TA_DEFAULTS = {"element_shape": _UNKNOWN, "dynamic_size": False, "clear_after_read": True,
                 "identical_element_shapes": False, "tensor_array_name": ""}
 register_op("TensorArrayV3", _tensor_array, stateful=True, defaults=_TA_DEFAULTS)
 register_op("TensorArrayWriteV3", _write, stateful=True)
-register_op("TensorArrayReadV3", _read, stateful=True, defaults={"element_shape": None})
-register_op("TensorArrayGatherV3", _gather, stateful=True, defaults={"element_shape": None})
+register_op("TensorArrayReadV3", _read, stateful=True, defaults={"element_shape": _UNKNOWN})
+register_op("TensorArrayGatherV3", _gather, stateful=True, defaults={"element_shape": _UNKNOWN})
 register_op("TensorArrayScatterV3", _scatter, stateful=True)
 register_op("TensorArraySizeV3", _size, stateful=True)
 register_op("TensorArrayCloseV3", _close, stateful=True)
 register_op("TensorArrayConcatV3", _concat, stateful=True,
-            defaults={"element_shape_except0": None})
+            defaults={"element_shape_except0": _UNKNOWN})
 register_op("TensorArraySplitV3", _split, stateful=True)
 register_op("TensorArrayGradV3", _grad, stateful=True)
+
+
+declare_attrs({
+    "TensorArrayCloseV3": "",
+    "TensorArrayConcatV3": "dtype element_shape_except0",
+    "TensorArrayGatherV3": "dtype element_shape",
+    "TensorArrayGradV3": "source",
+    "TensorArrayReadV3": "dtype element_shape",
+    "TensorArrayScatterV3": "T",
+    "TensorArraySizeV3": "",
+    "TensorArraySplitV3": "T",
+    "TensorArrayV3": ("clear_after_read dtype dynamic_size element_shape "
+        "identical_element_shapes tensor_array_name"),
+    "TensorArrayWriteV3": "T",
+})

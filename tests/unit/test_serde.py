@@ -377,7 +377,7 @@ def test_unknown_fields_are_tolerated_in_binary_and_refused_in_json():
 
 @pytest.mark.parametrize("doc", ["{}", '{"versions": {"producer": 27}}', '{"library": {}}'])
 def test_json_without_node_list_is_refused(doc):
-    with pytest.raises(errors.InvalidArgumentError, match="no 'node' field"):
+    with pytest.raises(errors.InvalidArgumentError, match="no 'node' list"):
         serde.graph_from_json(doc)
 
 

@@ -9,10 +9,24 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from services.master.deps import Authorized, State
+from services.master.errors import invalid
+from services.master.schemas import error_responses
 from services.master.state import MasterState
 from tensorgrid.checkpoint import listing
 from tensorgrid.checkpoint.redis_server import redis_url
 from tensorgrid.checkpoint.store import CheckpointStore
+
+
+def _path_part(value: str, what: str) -> str:
+    """A directory or checkpoint name from the request, refused when no file can have it.
+
+    Raises:
+        ApiError(invalid_argument): it holds a NUL character.
+    """
+    if "\x00" in value:
+        raise invalid(f"The checkpoint {what} {value!r} holds a NUL character", "invalid_argument")
+    return value
+
 
 router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"], dependencies=[Authorized])
 
@@ -26,7 +40,8 @@ async def _store(state: MasterState) -> CheckpointStore:
     return CheckpointStore.connect(url)
 
 
-@router.get("", summary="Checkpoint directories, or the checkpoints of one")
+@router.get("", summary="Checkpoint directories, or the checkpoints of one",
+            responses=error_responses(400, 401, 503))
 async def list_checkpoints(
         state: State,
         directory: Annotated[str | None, Query(alias="dir", description="a checkpoint directory, "
@@ -35,13 +50,16 @@ async def list_checkpoints(
     With it: that directory's checkpoints, oldest first, each with its global step, time, size,
     whether ``latest`` names it, and its status ("ok" or "damaged: why", from the manifest and
     the blobs' byte counts)."""
+    if directory is not None:
+        directory = _path_part(directory, "directory")
     async with await _store(state) as store:
         if directory is None:
             return {"directories": await listing.summarize(store)}
         return {"directory": directory, "checkpoints": await listing.describe(store, directory)}
 
 
-@router.get("/{directory:path}/{name}", summary="One checkpoint: manifest and status")
+@router.get("/{directory:path}/{name}", summary="One checkpoint: manifest and status",
+            responses=error_responses(400, 401, 404, 503))
 async def show_checkpoint(
         directory: str, name: str, state: State,
         verify: Annotated[bool, Query(description="read every blob and check its sha256")] = False
@@ -49,5 +67,6 @@ async def show_checkpoint(
     """The checkpoint ``name`` of ``directory`` (``/v1/checkpoints/runs/exp1/model.ckpt-100``):
     its global step, time, tensors (dtype, shape, bytes, sha256, device) and status. 404 when it
     does not exist, 503 when Redis is down."""
+    directory, name = _path_part(directory, "directory"), _path_part(name, "name")
     async with await _store(state) as store:
         return await listing.show(store, directory, name, verify)

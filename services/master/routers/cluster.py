@@ -10,13 +10,14 @@ from fastapi.responses import JSONResponse
 from services.master import codec
 from services.master.deps import Authorized, Body, State, WireFormat
 from services.master.errors import invalid
-from services.master.schemas import ResetBody, request_body
+from services.master.schemas import ResetBody, error_responses, request_body
 from tensorgrid.pb import master_pb2
 
 router = APIRouter(tags=["cluster"], dependencies=[Authorized])
 
 
-@router.get("/v1/cluster", summary="The master and its tasks")
+@router.get("/v1/cluster", summary="The master and its tasks",
+            responses=error_responses(401))
 async def get_cluster(state: State) -> dict[str, Any]:
     """The master's counters, and each task's address, incarnation, health and devices."""
     core = state.core
@@ -29,9 +30,7 @@ async def get_cluster(state: State) -> dict[str, Any]:
 
 @router.post("/v1/reset", summary="Clear variables on every task",
              openapi_extra=request_body(ResetBody, "ResetSessionStateRequest"),
-             responses={400: {"description": "no body, or one that is not a reset request "
-                                             "({\"containers\": []} clears all)"},
-                        401: {"description": "no or a wrong bearer token"}})
+             responses=error_responses(400, 401, 413, 503, 504))
 async def reset(state: State, body: Body, wire: WireFormat) -> Response:
     """Drop the variables of the given containers (all when none) on every task."""
     if not body:

@@ -23,6 +23,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from services.master.dashboard_views import task_memory
 from services.master.deps import DASHBOARD_COOKIE, Authorized, State, dashboard_cookie
+from services.master.schemas import error_responses
 from tensorgrid.compiler.plan import Plan
 from tensorgrid.core import errors
 from tensorgrid.core.ir import parse_input
@@ -42,7 +43,8 @@ STATUS_TIMEOUT_S = 1.0
 MAX_DRAWN_NODES = 400
 
 router = APIRouter(tags=["dashboard"])
-api = APIRouter(prefix="/v1/dashboard", tags=["dashboard"], dependencies=[Authorized])
+api = APIRouter(prefix="/v1/dashboard", tags=["dashboard"], dependencies=[Authorized],
+                responses=error_responses(401))
 
 _LOGIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>tensorgrid master: log in</title><link rel="stylesheet" href="/dashboard/style.css">
@@ -232,7 +234,8 @@ def plan_digest(plan: Plan) -> str:
     return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
 
 
-@api.get("/sessions/{session_id}/plan", summary="A session's latest plan as a graph")
+@api.get("/sessions/{session_id}/plan", summary="A session's latest plan as a graph",
+         responses=error_responses(404))
 async def session_plan(
         session_id: str, state: State,
         known: Annotated[str | None, Query(description="the digest of the plan the caller has "

@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.master import codec
 from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.schemas import GRAPH_DEF_JSON, error_responses
 from tensorgrid.compiler.infer import check_declared_sizes, infer_graph
 from tensorgrid.core import registry
 from tensorgrid.core.ir import GraphDef
@@ -23,8 +24,7 @@ router = APIRouter(prefix="/v1/graphs", tags=["graphs"], dependencies=[Authorize
 _INPUT_OPS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
 _GRAPH_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"type": "object",
-                                    "description": "GraphDef, TensorFlow's JSON form"}},
+    "application/json": {"schema": GRAPH_DEF_JSON},
     codec.PROTOBUF: {"schema": {"type": "string", "format": "binary",
                                 "description": "binary GraphDef"}}}}}
 
@@ -58,7 +58,8 @@ def graph_report(graph_id: str, graph: GraphDef,
     }
 
 
-@router.post("", status_code=201, summary="Submit a graph", openapi_extra=_GRAPH_BODY)
+@router.post("", status_code=201, summary="Submit a graph", openapi_extra=_GRAPH_BODY,
+             responses=error_responses(400, 401, 404, 413))
 async def submit_graph(state: State, body: Body, wire: WireFormat) -> dict[str, Any]:
     """Validate a GraphDef (structure, ops, dtypes and shapes, devices) and store it.
 
@@ -83,14 +84,14 @@ async def submit_graph(state: State, body: Body, wire: WireFormat) -> dict[str, 
 
 
 @router.get("/{graph_id}", summary="A stored graph's report",
-            responses={404: {"description": "no such graph (never stored, deleted, expired)"}})
+            responses=error_responses(401, 404))
 async def get_graph(graph_id: str, state: State) -> dict[str, Any]:
     """The report of a graph stored by ``POST /v1/graphs``."""
     return state.graphs.report(graph_id)
 
 
 @router.delete("/{graph_id}", status_code=204, summary="Forget a stored graph",
-               responses={404: {"description": "no such graph"}})
+               responses=error_responses(401, 404))
 async def delete_graph(graph_id: str, state: State) -> Response:
     """Drop a graph stored by ``POST /v1/graphs``; sessions opened on it keep their copy."""
     state.graphs.delete(graph_id)

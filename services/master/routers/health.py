@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import PlainTextResponse
 
 from services.master.deps import Authorized, State, require_token
 from services.master.metrics import CONTENT_TYPE, merge_task_metrics
+from services.master.schemas import error_responses
 from tensorgrid.master.core import MasterCore
 
 # how long the master waits for each task's metrics
@@ -24,8 +26,8 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/metrics", summary="Prometheus metrics",
-            responses={401: {"description": "no or a wrong bearer token (unless open_metrics)"}})
+@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse,
+            responses=error_responses(401))
 async def metrics(request: Request, state: State) -> Response:
     """Steps, failed steps, plan cache hits and misses, sessions, request latency."""
     if not state.settings.open_metrics:
@@ -40,7 +42,8 @@ async def _task_metrics(core: MasterCore, task: str, timeout: float) -> str | No
         return None
 
 
-@router.get("/metrics/tasks", summary="Every task's Prometheus metrics", dependencies=[Authorized])
+@router.get("/metrics/tasks", summary="Every task's Prometheus metrics", dependencies=[Authorized],
+            response_class=PlainTextResponse, responses=error_responses(401))
 async def task_metrics(state: State) -> Response:
     """Each task's steps, kernels and transfers (see ``tensorgrid/runtime/metrics.py``), asked
     now over its gRPC status call, in one exposition with a ``task`` label on every series, and

@@ -11,12 +11,13 @@ from starlette.concurrency import run_in_threadpool
 from services.master import codec, steps
 from services.master.deps import Authorized, Body, State, WireFormat
 from services.master.errors import INVALID_PROTOBUF, invalid
-from services.master.schemas import OneShotRunBody, request_body
+from services.master.schemas import STEP_ERRORS, OneShotRunBody, error_responses, request_body
 
 router = APIRouter(prefix="/v1/run", tags=["run"], dependencies=[Authorized])
 
 
-@router.post("", summary="Run a graph once", openapi_extra=request_body(OneShotRunBody))
+@router.post("", summary="Run a graph once", openapi_extra=request_body(OneShotRunBody),
+             responses=error_responses(*STEP_ERRORS))
 async def run_once(request: Request, state: State, body: Body, wire: WireFormat) -> JSONResponse:
     """Open a session on the graph, run one step, close the session; the fetched values."""
     if wire.protobuf_in:

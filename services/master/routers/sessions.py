@@ -15,9 +15,11 @@ from services.master import codec, steps
 from services.master.deps import Authorized, Body, State, WireFormat
 from services.master.errors import INVALID_PROTOBUF, invalid, too_large
 from services.master.schemas import (
+    STEP_ERRORS,
     CreateSessionBody,
     ExtendSessionBody,
     RunStepBody,
+    error_responses,
     request_body,
 )
 from tensorgrid.client.timeline import Timeline
@@ -35,7 +37,8 @@ def _check_handle(path_id: str, body_id: str) -> None:
 
 
 @router.post("", status_code=201, summary="Open a session",
-             openapi_extra=request_body(CreateSessionBody, "CreateSessionRequest"))
+             openapi_extra=request_body(CreateSessionBody, "CreateSessionRequest"),
+             responses=error_responses(400, 401, 404, 413))
 async def create_session(state: State, body: Body, wire: WireFormat) -> Response:
     """Open a session on a stored graph (``graph_id``) or on a graph given here; the graph is
     validated now, and an error names the node."""
@@ -63,7 +66,8 @@ async def create_session(state: State, body: Body, wire: WireFormat) -> Response
 
 
 @router.post("/{session_id}/extend", summary="Add nodes to a session's graph",
-             openapi_extra=request_body(ExtendSessionBody, "ExtendSessionRequest"))
+             openapi_extra=request_body(ExtendSessionBody, "ExtendSessionRequest"),
+             responses=error_responses(400, 401, 404, 412, 413))
 async def extend_session(session_id: str, state: State, body: Body, wire: WireFormat) -> Response:
     """Add the nodes created since ``current_version``; all or nothing."""
     session = (await state.core.find_session(session_id))
@@ -87,7 +91,8 @@ async def extend_session(session_id: str, state: State, body: Body, wire: WireFo
 
 
 @router.post("/{session_id}/run", summary="Run one step",
-             openapi_extra=request_body(RunStepBody, "RunStepRequest"))
+             openapi_extra=request_body(RunStepBody, "RunStepRequest"),
+             responses=error_responses(*STEP_ERRORS))
 async def run_step(session_id: str, request: Request, state: State, body: Body,
                    wire: WireFormat) -> Response:
     """Feed tensors, run the fetches and targets, and return the fetched values."""
@@ -122,7 +127,7 @@ async def run_step(session_id: str, request: Request, state: State, body: Body,
     return JSONResponse(doc_out)
 
 
-@router.get("/{session_id}", summary="Session stats")
+@router.get("/{session_id}", summary="Session stats", responses=error_responses(401, 404))
 async def get_session(session_id: str, state: State) -> dict[str, Any]:
     """Graph version, plan cache hits and misses, steps."""
     session = (await state.core.find_session(session_id))
@@ -130,14 +135,16 @@ async def get_session(session_id: str, state: State) -> dict[str, Any]:
             "created": session.created, "last_used": session.last_used}
 
 
-@router.get("/{session_id}/placement", summary="Where the latest plan put each node")
+@router.get("/{session_id}/placement", summary="Where the latest plan put each node",
+            responses=error_responses(401, 404))
 async def get_placement(session_id: str, state: State) -> list[dict[str, str]]:
     """``[{"node", "device", "reason"}]`` of the session's latest plan (empty before any step)."""
     plan = (await state.core.find_session(session_id)).last_plan
     return [] if plan is None else plan.explain()
 
 
-@router.get("/{session_id}/trace", summary="The latest traced step as a Chrome trace")
+@router.get("/{session_id}/trace", summary="The latest traced step as a Chrome trace",
+            responses=error_responses(400, 401, 404))
 async def get_trace(session_id: str, state: State, show_memory: bool = False,
                     show_dataflow: bool = True) -> JSONResponse:
     """The latest step of the session run with a trace level (``trace_level`` on a run, or
@@ -153,7 +160,8 @@ async def get_trace(session_id: str, state: State, show_memory: bool = False,
     return JSONResponse(Timeline(trace.step_stats()).trace_events(show_dataflow, show_memory))
 
 
-@router.delete("/{session_id}", status_code=204, summary="Close a session")
+@router.delete("/{session_id}", status_code=204, summary="Close a session",
+               responses=error_responses(401, 404))
 async def close_session(session_id: str, state: State) -> Response:
     """Close the session and release its partitions on the tasks."""
     await state.close_session(session_id)
