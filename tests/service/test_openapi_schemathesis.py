@@ -38,7 +38,7 @@ def test_every_route_lists_its_error_statuses_with_the_error_body(secured) -> No
             assert "security" not in op
             continue
         assert "401" in statuses and op["security"] == [{"bearer": []}], (method, path)
-        for status in statuses - {"200", "201", "204"}:
+        for status in {s for s in statuses if not s.startswith("2")}:
             schema = op["responses"][status]["content"]["application/json"]["schema"]
             assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, status)
     ops = {(m, p): set(o["responses"]) for m, p, o in _operations(doc)}

@@ -10,25 +10,30 @@ import math
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from services.master import codec
 from services.master.dashboard_views import timeline_view, trace_key
 from services.master.deps import Authorized, Body, State
+from services.master.schemas import error_responses, request_body
+from tensorgrid.master.session_stats import MAX_TAG_CHARS
 
-router = APIRouter(tags=["dashboard"], dependencies=[Authorized])
+router = APIRouter(tags=["dashboard"], dependencies=[Authorized],
+                   responses=error_responses(401, 404))
 
 
 class ScalarsBody(BaseModel):
     """``{"scalars": {"loss": 0.25}, "step": 120}``: one value per tag (null: not a finite
     number, drawn as a gap), at a step (the session's step count when absent)."""
 
-    model_config = ConfigDict(extra="forbid")
-    scalars: dict[str, float | None] = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid", strict=True)
+    scalars: dict[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS)],
+                  float | None] = Field(min_length=1)
     step: int | None = Field(default=None, ge=0)
 
 
-@router.post("/v1/sessions/{session_id}/scalars", summary="Log scalars for the dashboard")
+@router.post("/v1/sessions/{session_id}/scalars", summary="Log scalars for the dashboard",
+             openapi_extra=request_body(ScalarsBody), responses=error_responses(400, 413))
 async def log_scalars(session_id: str, state: State, body: Body) -> dict[str, Any]:
     """Add one point per tag to the session's scalar charts (at most 32 tags a session, the
     latest 1000 points a tag).
