@@ -21,6 +21,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tensorgrid.checkpoint import bundle_format as bf
+from tensorgrid.checkpoint import trash
 from tensorgrid.checkpoint.data_file import DIRECT_MIN_BYTES, DataFileWriter
 from tensorgrid.checkpoint.table import TableWriter, read_table
 from tensorgrid.core import dtypes, errors
@@ -284,7 +285,7 @@ def merge_bundles(prefixes: Sequence[str], prefix: str
                     f"{old.shard_id} and {i} of checkpoint {prefix}")
     for i, part in enumerate(prefixes):
         target = bf.data_file(prefix, i, n)
-        os.replace(bf.data_file(part, 0, 1), target)
+        trash.replace(bf.data_file(part, 0, 1), target)  # an overwritten file goes in the background
         records.append(FileRecord(os.path.basename(target), os.path.getsize(target)))
     for entry in merged.values():
         if entry.slices:

@@ -1,6 +1,7 @@
 """Data files written around the page cache (``O_DIRECT`` through staging buffers) hold exactly
 the bytes a buffered write produces; filesystems that refuse ``O_DIRECT`` get buffered writes; a
-failed write leaves no file behind and names the checkpoint."""
+failed write leaves no file behind and names the checkpoint. Large files that a save overwrites
+or retires leave their names at once and are unlinked in the background."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import numpy as np
 import pytest
 
 from tensorgrid.checkpoint import bundle_format as bf
-from tensorgrid.checkpoint import data_file
+from tensorgrid.checkpoint import data_file, trash
 from tensorgrid.checkpoint.bundle import BundleWriter
 from tensorgrid.checkpoint.bundle_reader import BundleReader
+from tensorgrid.checkpoint.files import remove_files
 from tensorgrid.core import errors
 
 needs_o_direct = pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT here")
@@ -163,3 +165,41 @@ def test_staging_buffers_are_reused_from_save_to_save(tmp_path):
     assert all(buf.ctypes.data % data_file.ALIGN == 0 for buf in w2._bufs)
     w2.close()
     assert os.path.getsize(tmp_path / "b") == 0
+
+
+def _file(path, nbytes: int, fill: int) -> None:
+    with open(path, "wb") as f:
+        f.write(bytes([fill]) * nbytes)
+
+
+def test_large_files_leave_their_names_at_once_and_go_in_the_background(tmp_path):
+    big, small = tmp_path / "big", tmp_path / "small"
+    _file(big, trash.LARGE_BYTES, 1)
+    _file(small, 10, 2)
+    assert trash.remove(str(big)) and trash.remove(str(small))
+    assert not big.exists() and not small.exists()
+    assert not trash.remove(str(big))
+    trash.wait()
+    assert os.listdir(tmp_path) == []
+
+
+def test_replacing_a_large_file_is_atomic_and_frees_the_old_one(tmp_path):
+    old, new = tmp_path / "data", tmp_path / "data.tmp"
+    _file(old, trash.LARGE_BYTES, 1)
+    _file(new, trash.LARGE_BYTES + 5, 2)
+    with open(old, "rb") as reader:  # a reader of the old file keeps reading it
+        trash.replace(str(new), str(old))
+        assert reader.read(3) == b"\x01\x01\x01"
+    assert os.path.getsize(old) == trash.LARGE_BYTES + 5
+    trash.wait()
+    assert os.listdir(tmp_path) == ["data"]
+
+
+def test_removing_a_checkpoint_takes_leftovers_of_an_interrupted_removal(tmp_path):
+    prefix = str(tmp_path / "model.ckpt-7")
+    _write(prefix, {"w": np.ones(trash.LARGE_BYTES // 4, np.float32)})
+    _file(prefix + ".data-00000-of-00001" + trash.MARK + "0123", 10, 0)
+    _file(str(tmp_path / "model.ckpt-70.index"), 10, 0)  # another checkpoint: kept
+    assert remove_files(prefix) == 2
+    trash.wait()
+    assert os.listdir(tmp_path) == ["model.ckpt-70.index"]
