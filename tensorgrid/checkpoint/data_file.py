@@ -1,4 +1,4 @@
-"""Writing a bundle's data file at the speed of the disk: the tensors' bytes stream through a few
+"""Writing and reading a bundle's data file at the speed of the disk. Writing: the tensors' bytes stream through a few
 page-aligned staging buffers into the file opened with ``O_DIRECT``, a background thread writing
 one buffer while the caller copies and checksums the next.
 
@@ -24,6 +24,7 @@ import mmap
 import os
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import google_crc32c
@@ -245,3 +246,58 @@ class DataFileWriter:
         for buf in self._bufs:
             _POOL.give(buf)
         self._bufs = []
+
+
+# ---------------------------------------------------------------------------------- reading
+
+PARALLEL_MIN_BYTES = 32 << 20  # a tensor this large is read by several threads at once
+_READERS = 3
+_read_pool: ThreadPoolExecutor | None = None
+_read_pool_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _read_pool
+    with _read_pool_lock:
+        if _read_pool is None:
+            _read_pool = ThreadPoolExecutor(_READERS, thread_name_prefix="tg-ckpt-read")
+        return _read_pool
+
+
+def _pread_full(fd: int, view: np.ndarray, offset: int) -> int:
+    """Read into all of ``view`` from ``offset``; returns the bytes read (fewer at the end of
+    the file)."""
+    got = 0
+    while got < view.nbytes:
+        n = os.preadv(fd, [view[got:].data], offset + got)
+        if n <= 0:
+            break
+        got += n
+    return got
+
+
+def read_into(fd: int, offset: int, view: np.ndarray) -> tuple[int, int]:
+    """Fill the bytes ``view`` (a contiguous uint8 array) from the file ``fd`` at ``offset``;
+    returns how many bytes were read (fewer: the file ends early) and their CRC-32C.
+
+    A large read is split into blocks read by a few threads at once (several requests in
+    flight keep a disk, or the copies out of the page cache, busy), and checksummed in order as
+    the blocks arrive.
+
+    Raises:
+        OSError: a read failed.
+    """
+    if view.nbytes < PARALLEL_MIN_BYTES:
+        got = _pread_full(fd, view, offset)
+        return got, int(google_crc32c.value(_readonly(view[:got]))) if got else 0
+    starts = range(0, view.nbytes, CHUNK)
+    jobs = [_pool().submit(_pread_full, fd, view[s:s + CHUNK], offset + s) for s in starts]
+    crc, got, short = 0, 0, False
+    for s, job in zip(starts, jobs, strict=True):
+        n = job.result()  # every job is waited for, so none writes into view after a return
+        if short:
+            continue
+        crc = int(google_crc32c.extend(crc, _readonly(view[s:s + n])))
+        got = s + n
+        short = n < min(CHUNK, view.nbytes - s)
+    return got, crc

@@ -203,3 +203,24 @@ def test_removing_a_checkpoint_takes_leftovers_of_an_interrupted_removal(tmp_pat
     assert remove_files(prefix) == 2
     trash.wait()
     assert os.listdir(tmp_path) == ["model.ckpt-70.index"]
+
+
+def test_large_tensors_are_read_in_parallel_blocks_and_checked(tmp_path):
+    prefix = str(tmp_path / "m")
+    rng = np.random.default_rng(1)
+    big = rng.standard_normal(data_file.PARALLEL_MIN_BYTES // 8 * 3 + 7)  # float64, odd tail
+    _write(prefix, {"a": np.arange(10, dtype=np.int32), "big": big})
+    with BundleReader(prefix) as r:
+        assert np.array_equal(r.get_tensor("big"), big)
+    data = prefix + ".data-00000-of-00001"
+    offset = 40 + big.nbytes // 2  # a byte in a middle block
+    with open(data, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 1]))
+    with BundleReader(prefix) as r, pytest.raises(errors.DataLossError, match="big.*checksum"):
+        r.get_tensor("big")
+    os.truncate(data, 40 + data_file.CHUNK + 123)
+    with BundleReader(prefix) as r, pytest.raises(errors.DataLossError, match="big is cut off"):
+        r.get_tensor("big")
