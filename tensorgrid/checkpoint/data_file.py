@@ -90,7 +90,7 @@ class DataFileWriter:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
         if direct and _O_DIRECT:
             try:
-                self._fd = os.open(path, flags | _O_DIRECT, 0o644)
+                self._fd = os.open(path, flags | _O_DIRECT, 0o666)  # as open(): the umask decides
                 self.direct_io = True
             except OSError as exc:
                 if exc.errno != errno.EINVAL:
