@@ -251,6 +251,7 @@ class DataFileWriter:
 # ---------------------------------------------------------------------------------- reading
 
 PARALLEL_MIN_BYTES = 32 << 20  # a tensor this large is read by several threads at once
+_RWF_NOWAIT: int = getattr(os, "RWF_NOWAIT", 0)
 _READERS = 3
 _read_pool: ThreadPoolExecutor | None = None
 _read_pool_lock = threading.Lock()
@@ -276,13 +277,30 @@ def _pread_full(fd: int, view: np.ndarray, offset: int) -> int:
     return got
 
 
+def _cached_prefix(fd: int, offset: int, view: np.ndarray) -> int:
+    """Read what the page cache already holds from the start of ``view`` (one copy, no waiting
+    for the disk); returns the bytes read (0 where that cannot be asked)."""
+    if not _RWF_NOWAIT:
+        return 0
+    got = 0
+    while got < view.nbytes:
+        try:
+            n = os.preadv(fd, [view[got:].data], offset + got, _RWF_NOWAIT)
+        except OSError:  # EAGAIN: the next page is not cached; or no RWF_NOWAIT here
+            break
+        if n <= 0:
+            break
+        got += n
+    return got
+
+
 def read_into(fd: int, offset: int, view: np.ndarray) -> tuple[int, int]:
     """Fill the bytes ``view`` (a contiguous uint8 array) from the file ``fd`` at ``offset``;
     returns how many bytes were read (fewer: the file ends early) and their CRC-32C.
 
-    A large read is split into blocks read by a few threads at once (several requests in
-    flight keep a disk, or the copies out of the page cache, busy), and checksummed in order as
-    the blocks arrive.
+    A large read first takes what the page cache holds in one copy, then reads the rest (from
+    the disk) in blocks by a few threads at once, several requests in flight keeping the disk
+    busy, checksummed in order as the blocks arrive.
 
     Raises:
         OSError: a read failed.
@@ -290,9 +308,13 @@ def read_into(fd: int, offset: int, view: np.ndarray) -> tuple[int, int]:
     if view.nbytes < PARALLEL_MIN_BYTES:
         got = _pread_full(fd, view, offset)
         return got, int(google_crc32c.value(_readonly(view[:got]))) if got else 0
-    starts = range(0, view.nbytes, CHUNK)
+    first = _cached_prefix(fd, offset, view)
+    crc = int(google_crc32c.value(_readonly(view[:first]))) if first else 0
+    if first == view.nbytes:
+        return first, crc
+    starts = range(first, view.nbytes, CHUNK)
     jobs = [_pool().submit(_pread_full, fd, view[s:s + CHUNK], offset + s) for s in starts]
-    crc, got, short = 0, 0, False
+    got, short = first, False
     for s, job in zip(starts, jobs, strict=True):
         n = job.result()  # every job is waited for, so none writes into view after a return
         if short:

@@ -224,3 +224,28 @@ def test_large_tensors_are_read_in_parallel_blocks_and_checked(tmp_path):
     os.truncate(data, 40 + data_file.CHUNK + 123)
     with BundleReader(prefix) as r, pytest.raises(errors.DataLossError, match="big is cut off"):
         r.get_tensor("big")
+
+
+def _drop_from_page_cache(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
+@pytest.mark.parametrize("cached_bytes", [0, data_file.CHUNK + 4096 * 3, None])
+def test_large_tensors_read_the_same_from_the_cache_the_disk_or_both(tmp_path, cached_bytes):
+    prefix = str(tmp_path / "m")
+    rng = np.random.default_rng(2)
+    big = rng.standard_normal(data_file.PARALLEL_MIN_BYTES // 4 * 2 + 5).astype(np.float32)
+    _write(prefix, {"big": big}, direct=False)
+    data = prefix + ".data-00000-of-00001"
+    _drop_from_page_cache(data)
+    with open(data, "rb") as f:  # bring some (or all) of it back into the page cache
+        f.read(os.path.getsize(data) if cached_bytes is None else cached_bytes)
+    with BundleReader(prefix) as r:
+        got = r.get_tensor("big")
+    assert got.dtype == np.float32 and np.array_equal(got, big)
