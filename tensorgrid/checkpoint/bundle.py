@@ -15,12 +15,14 @@ import os
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from tensorgrid.checkpoint import bundle_format as bf
+from tensorgrid.checkpoint import trash
+from tensorgrid.checkpoint.data_file import DIRECT_MIN_BYTES, DataFileWriter
 from tensorgrid.checkpoint.table import TableWriter, read_table
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.crc32c import crc32c, mask
@@ -75,23 +77,35 @@ class BundleWriter:
     Args:
         prefix: the bundle's path prefix; its directory is created when missing.
         block_bytes: the index table's data block size.
+        expected_bytes: about how many bytes the tensors take: a data file of at least
+            ``data_file.DIRECT_MIN_BYTES`` is written around the page cache (``O_DIRECT``) where
+            the filesystem allows. The bytes written are the same either way.
+        direct: force (True) or forbid (False) that choice; None decides by ``expected_bytes``.
 
     Raises:
         UnavailableError: the files cannot be created.
     """
 
-    def __init__(self, prefix: str, *, block_bytes: int | None = None) -> None:
+    def __init__(self, prefix: str, *, block_bytes: int | None = None,
+                 expected_bytes: int = 0, direct: bool | None = None) -> None:
         self.prefix = prefix
         self._block_bytes = block_bytes
         self._entries: dict[bytes, Entry] = {}
         self._data_path = bf.data_file(prefix, 0, 1)
         self._tmp_data = _tmp_name(self._data_path)
         self._offset = 0
+        if direct is None:
+            direct = expected_bytes >= DIRECT_MIN_BYTES
         try:
             os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
-            self._out: BinaryIO | None = open(self._tmp_data, "wb")  # noqa: SIM115
+            self._out: DataFileWriter | None = DataFileWriter(self._tmp_data, direct=direct)
         except OSError as exc:
             raise errors.UnavailableError(f"Cannot write checkpoint {prefix}: {exc}") from None
+
+    @property
+    def direct_io(self) -> bool:
+        """Whether the data file is being written around the page cache."""
+        return self._out is not None and self._out.direct_io
 
     def _write_tensor(self, name: str, value: Any, dtype: Any = None) -> Entry:
         if self._out is None:
@@ -102,17 +116,21 @@ class BundleWriter:
         except TypeError as exc:
             raise errors.InvalidArgumentError(
                 f"Cannot checkpoint tensor {name!r} of dtype {arr.dtype}: {exc}") from None
-        if dt is dtypes.string:
-            pieces, crc = bf.encode_strings(arr)
-            size = 0
-            for piece in pieces:
-                self._out.write(piece)
-                size += len(piece)
-        else:
-            arr = bf.numeric_array(arr, dt)
-            crc = bf.crc_bytes(arr)
-            size = arr.nbytes
-            self._out.write(arr.reshape(-1).view(np.uint8).data)
+        try:
+            if dt is dtypes.string:
+                pieces, crc = bf.encode_strings(arr)
+                size = 0
+                for piece in pieces:
+                    self._out.write_bytes(piece)
+                    size += len(piece)
+            else:
+                arr = bf.numeric_array(arr, dt)
+                size = arr.nbytes
+                crc = self._out.write_array(arr)
+        except OSError as exc:
+            self.abort()
+            raise errors.UnavailableError(
+                f"Cannot write tensor {name!r} to checkpoint {self.prefix}: {exc}") from None
         # (the stubs type the enum field as DataType; its number is what protobuf stores)
         entry = Entry(dtype=dt.enum, shape=_shape_proto(arr.shape), shard_id=0,  # type: ignore[arg-type]
                       offset=self._offset, size=size, crc32c=mask(crc))
@@ -199,7 +217,7 @@ class BundleWriter:
     def abort(self) -> None:
         """Drop what was written (after a failure)."""
         if self._out is not None:
-            self._out.close()
+            self._out.abort()
             self._out = None
         for path in (self._tmp_data,):
             try:
@@ -267,7 +285,7 @@ def merge_bundles(prefixes: Sequence[str], prefix: str
                     f"{old.shard_id} and {i} of checkpoint {prefix}")
     for i, part in enumerate(prefixes):
         target = bf.data_file(prefix, i, n)
-        os.replace(bf.data_file(part, 0, 1), target)
+        trash.replace(bf.data_file(part, 0, 1), target)  # an overwritten file goes in the background
         records.append(FileRecord(os.path.basename(target), os.path.getsize(target)))
     for entry in merged.values():
         if entry.slices:

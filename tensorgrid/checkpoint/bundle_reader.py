@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tensorgrid.checkpoint import bundle_format as bf
+from tensorgrid.checkpoint import data_file
 from tensorgrid.checkpoint.bundle import Entry, read_index
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.crc32c import mask
@@ -132,6 +133,17 @@ class BundleReader:
                                           f"{getattr(f, 'name', 'its data file')}")
             got += n
 
+    def _read_checked(self, name: str, entry: Entry, view: np.ndarray) -> int:
+        """Read a tensor's bytes into ``view``; returns their CRC-32C."""
+        f = self._file(entry.shard_id)
+        try:
+            got, crc = data_file.read_into(f.fileno(), entry.offset, view)
+        except OSError as exc:
+            raise errors.UnavailableError(f"Cannot read {f.name}: {exc}") from None
+        if got < view.nbytes:
+            raise self._damaged(name, f"is cut off: {got} of {view.nbytes} bytes in {f.name}")
+        return crc
+
     def _read(self, name: str, entry: Entry) -> np.ndarray:
         dt = self._dtype(name, entry)
         shape = tuple(int(d.size) for d in entry.shape.dim)
@@ -150,8 +162,7 @@ class BundleReader:
             raise self._damaged(name, f"has {entry.size} bytes in its entry, but {count} "
                                       f"{dt.name} values take {count * np_dtype.itemsize}")
         arr = np.empty(shape, dtype=np_dtype)
-        self._read_into(name, entry, arr.reshape(-1).view(np.uint8).data)
-        self._check(name, entry, bf.crc_bytes(arr))
+        self._check(name, entry, self._read_checked(name, entry, arr.reshape(-1).view(np.uint8)))
         return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
     def _check(self, name: str, entry: Entry, crc: int) -> None:

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,14 +40,44 @@ DEFAULT_CLUSTER = "default"
 # ------------------------------------------------------------------------------ paths and keys
 
 
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
+
+
+def local_path(path: str) -> str:
+    """A checkpoint path as the local (or mounted) path it names: a ``file://`` URL
+    (``file:///abs/dir``, ``file://localhost/abs/dir``) is its path; anything else is a path.
+
+    Raises:
+        UnimplementedError: a URL of another scheme (``s3://``, ``gs://``, ``memory://``...):
+            checkpoints are files on a filesystem every task mounts.
+        InvalidArgumentError: a ``file://`` URL naming another host.
+    """
+    text = path.decode("utf-8") if isinstance(path, bytes) else str(path)
+    found = _URL.match(text)
+    if found is None:
+        return text
+    scheme, rest = found.group(1).lower(), found.group(2)
+    if scheme != "file":
+        raise errors.UnimplementedError(
+            f"Checkpoint path {text!r}: {scheme}:// is not supported; checkpoints are files, so "
+            "use a local path, a file:// URL, or a shared filesystem mounted on every task")
+    host, slash, rest_path = rest.partition("/")
+    if host not in ("", "localhost"):
+        raise errors.InvalidArgumentError(
+            f"Checkpoint path {text!r} names host {host!r}; a file:// URL must be local "
+            "(file:///abs/path)")
+    return slash + rest_path
+
+
 def split_path(path: str) -> tuple[str, str]:
     """``"/runs/exp1/model.ckpt-12"`` -> ``("/runs/exp1", "model.ckpt-12")``; a relative path is
-    taken relative to the working directory, as TensorFlow does.
+    taken relative to the working directory, as TensorFlow does; a ``file://`` URL is its path.
 
     Raises:
         InvalidArgumentError: the path is empty, ends with ``/`` or its name is not a name.
+        UnimplementedError: a URL of a scheme other than ``file``.
     """
-    text = path.decode("utf-8") if isinstance(path, bytes) else str(path)
+    text = local_path(path)
     if not text or text.endswith("/"):
         raise errors.InvalidArgumentError(
             f"A checkpoint path must end with a name, like 'runs/exp1/model.ckpt' (got {text!r})")
@@ -57,9 +88,8 @@ def split_path(path: str) -> tuple[str, str]:
 
 def normalize_directory(directory: str) -> str:
     """A checkpoint directory in its one spelling: absolute (relative to the working directory)
-    and normalized."""
-    text = directory.decode("utf-8") if isinstance(directory, bytes) else str(directory)
-    return os.path.abspath(text or ".")
+    and normalized (a ``file://`` URL: its path; see ``local_path``)."""
+    return os.path.abspath(local_path(directory) or ".")
 
 
 def check_name(name: str) -> None:
