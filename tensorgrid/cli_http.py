@@ -12,6 +12,7 @@ import numpy as np
 import typer
 
 from tensorgrid.core import dtypes
+from tensorgrid.master.quotas import CLIENT_HEADER, process_client_id
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -20,11 +21,15 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def request(method: str, url: str, token: str | None, timeout: float, body: Any = None) -> Any:
-    """One JSON request to the master; exits with the master's error message on failure."""
+def request(method: str, url: str, token: str | None, timeout: float, body: Any = None,
+            client: str | None = None) -> Any:
+    """One JSON request to the master, as ``client`` (None: this process's name, for the
+    master's per-client caps); exits with the master's error message on failure."""
     import httpx  # lazy: with rich and pygments, 0.2 s a healthcheck does not need
 
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = {CLIENT_HEADER: client or process_client_id()}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     try:
         r = httpx.request(method, url, json=body, headers=headers, timeout=timeout)
     except httpx.HTTPError as exc:

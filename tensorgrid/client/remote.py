@@ -26,6 +26,7 @@ from tensorgrid.core import errors, serde
 from tensorgrid.core.ir import GraphDef, NodeDef
 from tensorgrid.framework.graph import Graph
 from tensorgrid.master.master_session import SessionOptions
+from tensorgrid.master.quotas import CLIENT_HEADER, process_client_id
 from tensorgrid.pb import master_pb2, master_pb2_grpc
 from tensorgrid.runtime.step_stats import FULL_TRACE
 from tensorgrid.settings import ClientSettings
@@ -250,10 +251,13 @@ class HttpMasterBackend(_MasterBackend):
     CONTENT = "application/x-protobuf"
 
     def __init__(self, url: str, graph: Graph, config: ConfigProto,
-                 token: str | None = None, reconnect_s: float = 15.0) -> None:
+                 token: str | None = None, reconnect_s: float = 15.0,
+                 client_id: str | None = None) -> None:
         super().__init__(graph, config)
         self.url = url.rstrip("/")
-        headers = {"Content-Type": self.CONTENT, "Accept": self.CONTENT}
+        # the name the master counts this process's sessions and steps under (per-client caps)
+        headers = {"Content-Type": self.CONTENT, "Accept": self.CONTENT,
+                   CLIENT_HEADER: client_id or process_client_id()}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=None)
@@ -382,7 +386,8 @@ def connect(target: str, graph: Graph, config: ConfigProto,
     if target.startswith("grpc://"):
         return GrpcMasterBackend(target[len("grpc://"):], graph, config, token)
     if target.startswith(("http://", "https://")):
-        return HttpMasterBackend(target, graph, config, token, settings.reconnect_s)
+        return HttpMasterBackend(target, graph, config, token, settings.reconnect_s,
+                                 settings.client_id)
     raise errors.InvalidArgumentError(
         f"Unknown session target {target!r}: use '' (in-process), 'grpc://host:port' or "
         "'http://host:port'")

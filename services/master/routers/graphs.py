@@ -12,7 +12,7 @@ from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
 from services.master import codec
-from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.deps import Authorized, Body, ClientId, State, WireFormat
 from tensorgrid.compiler.infer import check_declared_sizes, infer_graph
 from tensorgrid.core import registry
 from tensorgrid.core.ir import GraphDef
@@ -59,11 +59,12 @@ def graph_report(graph_id: str, graph: GraphDef,
 
 
 @router.post("", status_code=201, summary="Submit a graph", openapi_extra=_GRAPH_BODY)
-async def submit_graph(state: State, body: Body, wire: WireFormat) -> dict[str, Any]:
+async def submit_graph(state: State, body: Body, wire: WireFormat,
+                       client: ClientId) -> dict[str, Any]:
     """Validate a GraphDef (structure, ops, dtypes and shapes, devices) and store it.
 
     The error of an invalid graph names the node. The answer is the graph's report."""
-    state.graphs.check_room(len(body))
+    state.graphs.check_room(len(body), client)
     settings = state.settings
     graph_id = secrets.token_hex(8)
 
@@ -78,7 +79,7 @@ async def submit_graph(state: State, body: Body, wire: WireFormat) -> dict[str, 
 
     graph, report = await run_in_threadpool(validate)
     state.graphs.put(graph_id, graph.nodes, report,
-                     max(len(body), report["report"]["const_bytes"]))
+                     max(len(body), report["report"]["const_bytes"]), client)
     return report
 
 

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from services.master import codec, steps
-from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.deps import Authorized, Body, ClientId, State, WireFormat
 from services.master.errors import INVALID_PROTOBUF, invalid
 from services.master.schemas import OneShotRunBody, request_body
 
@@ -17,7 +17,8 @@ router = APIRouter(prefix="/v1/run", tags=["run"], dependencies=[Authorized])
 
 
 @router.post("", summary="Run a graph once", openapi_extra=request_body(OneShotRunBody))
-async def run_once(request: Request, state: State, body: Body, wire: WireFormat) -> JSONResponse:
+async def run_once(request: Request, state: State, body: Body, wire: WireFormat,
+                   client: ClientId) -> JSONResponse:
     """Open a session on the graph, run one step, close the session; the fetched values."""
     if wire.protobuf_in:
         raise invalid("POST /v1/run takes a JSON body; protobuf clients open a session",
@@ -34,7 +35,7 @@ async def run_once(request: Request, state: State, body: Body, wire: WireFormat)
     doc, nodes, feeds = await run_in_threadpool(decode)
     if doc.graph_id is not None:
         nodes = steps.stored_graph(state, doc.graph_id)
-    session = await state.core.create_session(nodes, doc.config.options())
+    session = await state.core.create_session(nodes, doc.config.options(), client)
     trace = session.new_trace() if doc.trace_level else None
     try:
         values, step_id = await steps.unless_client_leaves(

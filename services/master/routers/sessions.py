@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from services.master import codec, steps
-from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.deps import Authorized, Body, ClientId, State, WireFormat
 from services.master.errors import INVALID_PROTOBUF, invalid, too_large
 from services.master.schemas import (
     CreateSessionBody,
@@ -36,7 +36,8 @@ def _check_handle(path_id: str, body_id: str) -> None:
 
 @router.post("", status_code=201, summary="Open a session",
              openapi_extra=request_body(CreateSessionBody, "CreateSessionRequest"))
-async def create_session(state: State, body: Body, wire: WireFormat) -> Response:
+async def create_session(state: State, body: Body, wire: WireFormat,
+                         client: ClientId) -> Response:
     """Open a session on a stored graph (``graph_id``) or on a graph given here; the graph is
     validated now, and an error names the node."""
     limits = state.settings.graph_limits()
@@ -55,7 +56,7 @@ async def create_session(state: State, body: Body, wire: WireFormat) -> Response
     nodes, options, graph_id = await run_in_threadpool(decode)
     if graph_id is not None:
         nodes = steps.stored_graph(state, graph_id)
-    session = await state.core.create_session(nodes, options)
+    session = await state.core.create_session(nodes, options, client)
     if wire.protobuf_out:
         return codec.proto_response(master_pb2.CreateSessionResponse(
             session_handle=session.handle, graph_version=session.version), 201)
@@ -127,7 +128,8 @@ async def get_session(session_id: str, state: State) -> dict[str, Any]:
     """Graph version, plan cache hits and misses, steps."""
     session = (await state.core.find_session(session_id))
     return {**session.describe(), "session_id": session.handle,
-            "created": session.created, "last_used": session.last_used}
+            "created": session.created, "last_used": session.last_used,
+            "client": state.core.session_clients.get(session.handle, "")}
 
 
 @router.get("/{session_id}/placement", summary="Where the latest plan put each node")
