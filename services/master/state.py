@@ -9,6 +9,7 @@ import logging
 from services.master.graph_store import GraphStore
 from services.master.metrics import MasterMetrics
 from services.master.monitor import HealthMonitor
+from services.master.parsing import off_loop_large
 from services.master.persistence import RedisSessionStore
 from tensorgrid.master.cluster import ClusterState, TaskState
 from tensorgrid.master.core import Limits, MasterCore
@@ -50,6 +51,7 @@ class MasterState:
                           max_sessions_per_client=settings.max_sessions_per_client,
                           max_live_steps_per_client=settings.max_live_steps_per_client),
             logger=log.info, rpc_timeout=settings.rpc_timeout_s)
+        self.core.run_large = off_loop_large
         self.store: RedisSessionStore | None = None
         if settings.redis_url and settings.persist_sessions:
             self.store = RedisSessionStore(settings.redis_url, idle_s=settings.session_idle_s)

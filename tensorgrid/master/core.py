@@ -40,6 +40,9 @@ from tensorgrid.master.task_client import TaskClient
 
 log = logging.getLogger("tensorgrid.master")
 
+# a session's graph of more nodes than this is checked in a worker thread, off the event loop
+LARGE_GRAPH_NODES = 10_000
+
 @dataclass(frozen=True)
 class Limits:
     """Bounds checked on submissions before anything is allocated."""
@@ -98,6 +101,9 @@ class MasterCore:
         self.incarnation = secrets.randbits(63) | 1
         self.started = time.time()
         self.live = LiveSteps()
+        # runs a large graph's checks off the event loop (the HTTP master pauses the garbage
+        # collector meanwhile, see services/master/parsing.py)
+        self.run_large: Callable[[Callable[[], Any]], Awaitable[Any]] = asyncio.to_thread
         # the client that opened each session, and what each client holds (``quotas``)
         self.session_clients: dict[str, str] = {}
         self.client_sessions = ClientCounts("open sessions", "max_sessions_per_client",
@@ -151,7 +157,11 @@ class MasterCore:
                 f"Graph has {len(nodes)} nodes; the limit is {self.limits.max_nodes}")
         self._check_session_room(client)
         handle = secrets.token_hex(8)
-        session = MasterSession(handle, self, nodes, options)
+        if len(nodes) > LARGE_GRAPH_NODES:
+            session = await self.run_large(lambda: MasterSession(handle, self, nodes, options))
+            self._check_session_room(client)  # others may have opened sessions meanwhile
+        else:
+            session = MasterSession(handle, self, nodes, options)
         self._add_session(session, client)
         await self._persist(session)
         return session

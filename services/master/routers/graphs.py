@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Response
-from starlette.concurrency import run_in_threadpool
 
 from services.master import codec
 from services.master.deps import Authorized, Body, ClientId, State, WireFormat
+from services.master.parsing import off_loop
 from tensorgrid.compiler.infer import check_declared_sizes, infer_graph
 from tensorgrid.core import registry
 from tensorgrid.core.ir import GraphDef
@@ -77,7 +77,7 @@ async def submit_graph(state: State, body: Body, wire: WireFormat,
         state.core.cluster.validate_devices(graph.nodes)
         return graph, graph_report(graph_id, graph, specs)
 
-    graph, report = await run_in_threadpool(validate)
+    graph, report = await off_loop(validate, len(body))
     state.graphs.put(graph_id, graph.nodes, report,
                      max(len(body), report["report"]["const_bytes"]), client)
     return report

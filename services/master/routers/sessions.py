@@ -9,11 +9,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from services.master import codec, steps
 from services.master.deps import Authorized, Body, ClientId, State, WireFormat
 from services.master.errors import INVALID_PROTOBUF, invalid, too_large
+from services.master.parsing import off_loop
 from services.master.schemas import (
     CreateSessionBody,
     ExtendSessionBody,
@@ -53,7 +53,7 @@ async def create_session(state: State, body: Body, wire: WireFormat,
             return None, doc.config.options(), doc.graph_id
         return codec.graph_from_json_doc(doc.graph, limits).nodes, doc.config.options(), None
 
-    nodes, options, graph_id = await run_in_threadpool(decode)
+    nodes, options, graph_id = await off_loop(decode, len(body))
     if graph_id is not None:
         nodes = steps.stored_graph(state, graph_id)
     session = await state.core.create_session(nodes, options, client)
