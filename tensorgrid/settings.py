@@ -390,6 +390,18 @@ class TaskSettings(_Settings):
                                description="gRPC address of a master to send heartbeats to")
     grace: float = Field(default=2.0, ge=0,
                          description="seconds in-flight calls get when stopping")
+    step_memory_bytes: int | None = Field(
+        default=None, gt=0, description="most bytes of tensors one step may keep live on this "
+                                        "task (none: 3/4 of the machine's memory)")
+
+    def step_memory_budget(self) -> int:
+        """``step_memory_bytes``, or 3/4 of the machine's physical memory when unset."""
+        if self.step_memory_bytes is not None:
+            return self.step_memory_bytes
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 // 4
+        except (ValueError, OSError, AttributeError):  # no sysconf: 16 GiB
+            return 16 * 1024 * MiB
 
     @property
     def task_name(self) -> str:
