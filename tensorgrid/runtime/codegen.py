@@ -33,6 +33,9 @@ def straight_line(nodes: Sequence[Any], deref: Callable[[Any, str], Any], step_k
     """
     env: dict[str, Any] = {"_deref": deref, "_budget": budget}
     lines = ["def _run(step):", "    args = step.args", "    rets = step.rets"]
+    if budget is not None:
+        lines.append("    _n = 0")  # bytes made by nodes of run-time shape, this step
+    limit = budget.limit if budget is not None else 0
     line_of_node: dict[int, int] = {}
     alias: dict[int, str] = {}
 
@@ -70,12 +73,17 @@ def straight_line(nodes: Sequence[Any], deref: Callable[[Any, str], Any], step_k
         else:
             env[f"k{cn.index}"] = cn.fn
             call = f"k{cn.index}({', '.join((['step'] if cn.kind == step_kind else []) + args)})"
+            # the budget's checks sit on the node's own line, so an error names the node; the
+            # running total lives in a local, and each comparison is against a constant
+            over = f"_n > {limit - cn.mem_prefix} and _budget.refuse(_n + {cn.mem_prefix})"
             if cn.mem == mb.OVER:  # refused before its kernel allocates
                 stmt = f"_budget.refuse({cn.mem_prefix})"
+            elif cn.mem == mb.MEASURE and len(outs) == 1:
+                stmt = f"{target}{call}; _n += getattr({outs[0]}, 'nbytes', 0); {over}"
             elif cn.mem == mb.MEASURE:
-                stmt = f"{target}_budget.measure(step, {call}, {cn.mem_prefix})"
+                stmt = f"_r = {call}; _n += _budget.bytes(_r); {over}; {target}_r"
             elif cn.mem == mb.CHECK:
-                stmt = f"_budget.check(step, {cn.mem_prefix}); {target}{call}"
+                stmt = f"{over}; {target}{call}"
             else:
                 stmt = f"{target}{call}"
         lines.append("    " + stmt)

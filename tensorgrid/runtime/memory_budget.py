@@ -126,6 +126,11 @@ class Budget:
         """
         raise over(self.limit, prefix, "with this node's outputs")
 
+    @staticmethod
+    def bytes(value: Any) -> int:
+        """``value_bytes`` (for the generated code)."""
+        return value_bytes(value)
+
     def measure(self, step: Any, value: Any, prefix: int) -> Any:
         """After a node of run-time shape ran; returns ``value``.
 
