@@ -25,6 +25,8 @@ T = TypeVar("T")
 
 # below this a request decodes in milliseconds and the collector's passes are short
 LARGE_BODY_BYTES = 1 << 20
+# below this a step's request decodes faster than a hop to a worker thread
+INLINE_BODY_BYTES = 64 << 10
 
 
 class _CollectorPause:
@@ -66,6 +68,14 @@ async def off_loop(work: Callable[[], T], nbytes: int) -> T:
             return work()
 
     return await run_in_threadpool(paused)
+
+
+async def decoded(work: Callable[[], T], nbytes: int) -> T:
+    """``work()`` at once for a body under ``INLINE_BODY_BYTES`` (a step's usual request: no
+    thread hop on the hot path), else ``off_loop``. What ``work`` raises."""
+    if nbytes < INLINE_BODY_BYTES:
+        return work()
+    return await off_loop(work, nbytes)
 
 
 async def off_loop_large(work: Callable[[], T]) -> T:
