@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from tensorgrid.runtime import memory_budget as mb
 
 
@@ -31,7 +33,7 @@ def straight_line(nodes: Sequence[Any], deref: Callable[[Any, str], Any], step_k
     Returns:
         the function ``run(step) -> rets``, its file name, and the node index of each line.
     """
-    env: dict[str, Any] = {"_deref": deref, "_budget": budget}
+    env: dict[str, Any] = {"_deref": deref, "_budget": budget, "_nd": np.ndarray}
     lines = ["def _run(step):", "    args = step.args", "    rets = step.rets"]
     if budget is not None:
         lines.append("    _n = 0")  # bytes made by nodes of run-time shape, this step
@@ -79,7 +81,9 @@ def straight_line(nodes: Sequence[Any], deref: Callable[[Any, str], Any], step_k
             if cn.mem == mb.OVER:  # refused before its kernel allocates
                 stmt = f"_budget.refuse({cn.mem_prefix})"
             elif cn.mem == mb.MEASURE and len(outs) == 1:
-                stmt = f"{target}{call}; _n += getattr({outs[0]}, 'nbytes', 0); {over}"
+                # arrays only: a numpy scalar is a few bytes, and its nbytes is slow to read
+                v = outs[0]
+                stmt = f"{target}{call}; _n += {v}.nbytes if type({v}) is _nd else 0; {over}"
             elif cn.mem == mb.MEASURE:
                 stmt = f"_r = {call}; _n += _budget.bytes(_r); {over}; {target}_r"
             elif cn.mem == mb.CHECK:

@@ -8,8 +8,9 @@ checked without slowing the common case:
   running total in schedule order (its *prefix*). A node whose prefix alone is over the budget
   fails the step when it is reached, **before** its kernel allocates anything.
 * a node whose output shape is known only at run time is measured after its kernel returns
-  (``nbytes`` of what it produced), into the step's ``tensor_bytes``; after the first such node,
-  nodes of known shape check ``tensor_bytes + prefix`` before they run.
+  (``nbytes`` of the arrays it produced; numpy scalars, a few bytes each, are not counted), into
+  the step's ``tensor_bytes``; after the first such node, nodes of known shape check
+  ``tensor_bytes + prefix`` before they run.
 
 A graph whose shapes are all known (a chain of adds of fed placeholders of fixed shape) thus pays
 nothing per op. Constants and variables (built once, not per step), fed arguments, identities
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from tensorgrid.core import errors
 from tensorgrid.core.registry import TensorSpec
@@ -85,11 +88,11 @@ def plan(outputs: Sequence[tuple[bool, Sequence[TensorSpec]]], budget: int | Non
 
 
 def value_bytes(value: Any) -> int:
-    """The bytes of a kernel's result: an array's ``nbytes``, a tuple's sum; 0 for handles."""
+    """The bytes of a kernel's result: an array's ``nbytes``, a tuple's sum; 0 for handles and
+    numpy scalars (a few bytes each)."""
     if type(value) is tuple or type(value) is list:
         return sum(value_bytes(v) for v in value)
-    nbytes = getattr(value, "nbytes", None)
-    return nbytes if type(nbytes) is int else 0
+    return int(value.nbytes) if isinstance(value, np.ndarray) else 0
 
 
 def over(budget: int, live: int, what: str) -> errors.ResourceExhaustedError:

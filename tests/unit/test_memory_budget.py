@@ -85,3 +85,4 @@ def test_the_plan_checks_known_nodes_only_after_a_measured_one() -> None:
                     (mb.NONE, 8 * MiB)]
     assert mb.declared_bytes(spec["y"]) is None
     assert mb.value_bytes((np.zeros(3, np.float32), np.zeros(2, np.int64), "h")) == 28
+    assert mb.value_bytes(np.float64(1)) == 0  # a scalar is a few bytes: not counted
