@@ -200,12 +200,14 @@ class GrpcMasterBackend(_MasterBackend):
     """The MasterService of a remote ``train.Server`` over gRPC."""
 
     def __init__(self, address: str, graph: Graph, config: ConfigProto,
-                 token: str | None = None) -> None:
+                 token: str | None = None, client_id: str | None = None) -> None:
         super().__init__(graph, config)
         self.address = address
         self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         self._stub = master_pb2_grpc.MasterServiceStub(self._channel)
-        self._meta = metadata_token(token)
+        # the bearer token, and the name the master counts this process's sessions under
+        self._meta = (*(metadata_token(token) or ()),
+                      (CLIENT_HEADER.lower(), client_id or process_client_id()))
         self._rpc_timeout = 60.0
 
     def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
@@ -384,7 +386,8 @@ def connect(target: str, graph: Graph, config: ConfigProto,
     if host is not None:
         return InProcessMasterBackend(host, graph, config)
     if target.startswith("grpc://"):
-        return GrpcMasterBackend(target[len("grpc://"):], graph, config, token)
+        return GrpcMasterBackend(target[len("grpc://"):], graph, config, token,
+                                 settings.client_id)
     if target.startswith(("http://", "https://")):
         return HttpMasterBackend(target, graph, config, token, settings.reconnect_s,
                                  settings.client_id)

@@ -10,13 +10,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from service_helpers import assert_error, graph_json, small_graph
 
 import tensorgrid as tf
 from tensorgrid.checkpoint.redis_server import RedisProcess, start_redis
+from tensorgrid.client.train.server import free_port
+from tensorgrid.core import serde
 from tensorgrid.master.quotas import CLIENT_HEADER
+from tensorgrid.pb import master_pb2, master_pb2_grpc
 
 WORKER = "/job:worker/task:0"
 FEEDS = {"x": {"dtype": "float32", "shape": [2], "values": [1, 2]}}
@@ -169,3 +173,28 @@ def test_restored_sessions_count_for_the_client_that_opened_them(tasks, make_mas
     _quota_error(second.http.get(f"/v1/sessions/{handle}", headers=_as("bob")),
                  "max_sessions_per_client")
     assert second.counts()["sessions"] == 1
+
+
+def test_the_grpc_master_service_caps_per_client_too(tasks, make_master) -> None:
+    port = free_port()
+    make_master(tasks.spec, grpc_port=port, max_sessions_per_client=1)
+    g = tf.Graph()
+    with g.as_default(), tf.device(WORKER):
+        tf.constant(1.0, name="c")
+    req = master_pb2.CreateSessionRequest(graph_def=serde.graph_to_proto(g.as_graph_def()))
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = master_pb2_grpc.MasterServiceStub(channel)
+
+        def create(name: str | None) -> Any:
+            meta = [(CLIENT_HEADER.lower(), name)] if name else None
+            return stub.CreateSession(req, metadata=meta, timeout=30)
+
+        assert create("alice").session_handle
+        with pytest.raises(grpc.RpcError) as info:
+            create("alice")
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "max_sessions_per_client" in info.value.details()
+        assert create("bob").session_handle
+        assert create(None).session_handle  # named by its address
+        with pytest.raises(grpc.RpcError):
+            create(None)
