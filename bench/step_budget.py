@@ -1,7 +1,8 @@
 """What a task's per-step tensor budget (``step_memory_bytes``) costs per op: a chain of 100
 adds run by the executor's generated code, with no budget, with a budget on a graph whose
 shapes are all known (checked when the plan is built: nothing per op), and with a budget on a
-graph of run-time shapes (each add measured after it runs). Rounds interleave the three; medians.
+graph of run-time shapes (each add measured after it runs), fed a scalar and a 4-element array.
+Rounds interleave the cases; medians, and each case's ratio to the same feed without a budget.
 
     python bench/step_budget.py [--rounds 7] [--runs 2000]
 """
@@ -46,24 +47,28 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--runs", type=int, default=2000)
     a = p.parse_args()
-    cases = {}
-    for name, known, budget in (("no budget", False, None), ("budget, known shapes", True, 1 << 30),
-                                ("budget, run-time shapes", False, 1 << 30)):
+    scalar, array = np.float32(0), np.zeros(4, np.float32)
+    cases = {}  # name: (executable, feed, the case it compares with)
+    for name, known, budget, x, base in (
+            ("scalar, no budget", False, None, scalar, ""),
+            ("scalar, budget, known shapes", True, 1 << 30, scalar, "scalar, no budget"),
+            ("scalar, budget, run-time shapes", False, 1 << 30, scalar, "scalar, no budget"),
+            ("array, no budget", False, None, array, ""),
+            ("array, budget, run-time shapes", False, 1 << 30, array, "array, no budget")):
         nodes = chain(known)
-        cases[name] = Executable(nodes, {CPU: LocalDevice(CPU)}, CPU, infer_graph(nodes),
-                                 memory_budget=budget)
-    x = np.float32(0)
+        cases[name] = (Executable(nodes, {CPU: LocalDevice(CPU)}, CPU, infer_graph(nodes),
+                                  memory_budget=budget), x, base or name)
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(a.rounds):
-        for name, exe in cases.items():
+        for name, (exe, x, _base) in cases.items():
             t0 = time.perf_counter()
             for _ in range(a.runs):
                 exe.run_sync(exe.new_step(args=[x]))
             times[name].append((time.perf_counter() - t0) / a.runs / CHAIN * 1e6)
-    base = statistics.median(times["no budget"])
     for name, ts in times.items():
         med = statistics.median(ts)
-        print(f"{name:26s} median {med:.3f} us/add  ({med / base:.3f}x)  "
+        base = statistics.median(times[cases[name][2]])
+        print(f"{name:32s} median {med:.3f} us/add  ({med / base:.3f}x)  "
               f"min {min(ts):.3f} max {max(ts):.3f}")
 
 

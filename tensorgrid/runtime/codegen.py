@@ -81,17 +81,20 @@ def straight_line(nodes: Sequence[Any], deref: Callable[[Any, str], Any], step_k
             if cn.mem == mb.OVER:  # refused before its kernel allocates
                 stmt = f"_budget.refuse({cn.mem_prefix})"
             elif cn.mem == mb.MEASURE and len(outs) == 1:
-                # arrays only: a numpy scalar is a few bytes, and its nbytes is slow to read
+                # arrays only (a numpy scalar is a few bytes, and its nbytes is slow to read): a
+                # scalar's line costs one type check
                 v = outs[0]
-                stmt = f"{target}{call}; _n += {v}.nbytes if type({v}) is _nd else 0; {over}"
+                stmt = (f"{target}{call}\nif type({v}) is _nd:\n    _n += {v}.nbytes"
+                        f"\n    {over}")
             elif cn.mem == mb.MEASURE:
                 stmt = f"_r = {call}; _n += _budget.bytes(_r); {over}; {target}_r"
             elif cn.mem == mb.CHECK:
                 stmt = f"{over}; {target}{call}"
             else:
                 stmt = f"{target}{call}"
-        lines.append("    " + stmt)
-        line_of_node[len(lines)] = cn.index
+        for line in stmt.split("\n"):  # every line of a node names it in an error
+            lines.append("    " + line)
+            line_of_node[len(lines)] = cn.index
     lines.append("    return rets")
     filename = f"<tensorgrid plan {tag}>"
     exec(compile("\n".join(lines), filename, "exec"), env)
