@@ -333,7 +333,8 @@ def submit(
     body = {"graph": graph_doc, "feeds": feeds, "fetches": list(fetch or []),
             "targets": list(target or []), "timeout_ms": int(timeout * 1000)}
     doc = cli_http.request("POST", f"{settings.master_url.rstrip('/')}/v1/run",
-                           settings.token_value, timeout + 30.0, body, _verify(settings))
+                           settings.token_value, timeout + 30.0, body, _verify(settings),
+                           settings.client_id)
     typer.echo(json.dumps(doc.get("results", {}), indent=2))
 
 

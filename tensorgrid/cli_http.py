@@ -14,6 +14,7 @@ import typer
 
 from tensorgrid.cluster.probes import grpc_health, http_healthy
 from tensorgrid.core import dtypes
+from tensorgrid.master.quotas import CLIENT_HEADER, process_client_id
 from tensorgrid.transport.tls import TlsFiles, client_ssl_context
 
 TlsCertOpt = Annotated[Path | None, typer.Option(
@@ -37,12 +38,15 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def request(method: str, url: str, token: str | None, timeout: float, body: Any = None,
-            verify: Any = True) -> Any:
-    """One JSON request to the master; exits with the master's error message on failure.
+            verify: Any = True, client: str | None = None) -> Any:
+    """One JSON request to the master, as ``client`` (None: this process's name, for the
+    master's per-client caps); exits with the master's error message on failure.
     ``verify``: how an ``https`` master is verified (``ClientSettings.http_verify()``)."""
     import httpx  # lazy: with rich and pygments, 0.2 s a healthcheck does not need
 
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = {CLIENT_HEADER: client or process_client_id()}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     try:
         r = httpx.request(method, url, json=body, headers=headers, timeout=timeout,
                           verify=verify)

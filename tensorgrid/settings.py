@@ -367,6 +367,16 @@ class MasterSettings(_Settings):
                                               "and in Redis)")
     max_live_steps: int = Field(default=1000, gt=0,
                                 description="most steps in flight at once on this master")
+    # one client's share of the caps above (a client: its X-Tensorgrid-Client header, else its
+    # address), so that one client cannot lock out the others; see docs/security.md
+    max_sessions_per_client: int = Field(default=250, gt=0,
+                                         description="most sessions one client may hold open")
+    max_graphs_per_client: int = Field(default=250, gt=0,
+                                       description="most graphs one client may keep stored")
+    max_graph_store_bytes_per_client: int = Field(
+        default=256 * MiB, gt=0, description="most bytes one client's stored graphs may take")
+    max_live_steps_per_client: int = Field(default=250, gt=0,
+                                           description="most steps one client may have in flight")
     open_metrics: bool = Field(default=False,
                                description="serve /metrics without the bearer token (for a "
                                            "Prometheus on a trusted network)")
@@ -412,6 +422,18 @@ class TaskSettings(_Settings):
                                description="gRPC address of a master to send heartbeats to")
     grace: float = Field(default=2.0, ge=0,
                          description="seconds in-flight calls get when stopping")
+    step_memory_bytes: int | None = Field(
+        default=None, gt=0, description="most bytes of tensors one step may keep live on this "
+                                        "task (none: 3/4 of the machine's memory)")
+
+    def step_memory_budget(self) -> int:
+        """``step_memory_bytes``, or 3/4 of the machine's physical memory when unset."""
+        if self.step_memory_bytes is not None:
+            return self.step_memory_bytes
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 // 4
+        except (ValueError, OSError, AttributeError):  # no sysconf: 16 GiB
+            return 16 * 1024 * MiB
 
     @property
     def task_name(self) -> str:
@@ -450,3 +472,6 @@ class ClientSettings(_Settings):
     bind: str | None = Field(default=None,
                              description="listen address of a tf.train.Server (none: its "
                                          "address in the cluster spec)")
+    client_id: str | None = Field(
+        default=None, description="the name this process gives the master for its per-client "
+                                  "caps (none: <host>-<pid>-<random>, one per process)")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from services.master.errors import (
     reason_of,
     too_large,
 )
-from tensorgrid.core import dtypes, errors, ir, serde
+from tensorgrid.core import dtypes, errors, ir, json_chunks, serde
 from tensorgrid.core.dtypes import DType
 from tensorgrid.core.serde import GraphLimits
 
@@ -89,7 +88,9 @@ def parse_json(body: bytes) -> Any:
     if not body:
         raise invalid("The request body is empty; expected JSON", INVALID_JSON)
     try:
-        return json.loads(body)
+        # the request, its graph and the graph's nodes are walked in Python and each node
+        # decoded by itself: a large body does not hold the interpreter lock for its length
+        return json_chunks.loads(body.decode("utf-8"), depth=3)
     except (ValueError, RecursionError) as exc:
         raise invalid(f"The request body is not valid JSON: {exc}", INVALID_JSON) from None
 
@@ -146,8 +147,7 @@ def graph_from_json_doc(doc: Any, limits: GraphLimits) -> ir.GraphDef:
     """A GraphDef given as a JSON object inside a JSON request."""
     if not isinstance(doc, dict):
         raise invalid("'graph' must be a GraphDef JSON object", INVALID_JSON)
-    text = json.dumps(doc)
-    return _decoding(lambda: serde.graph_from_json(text, limits), INVALID_JSON)
+    return _decoding(lambda: serde.graph_from_json_object(doc, limits), INVALID_JSON)
 
 
 def graph_from_proto(pb: Any, limits: GraphLimits) -> ir.GraphDef:

@@ -14,6 +14,7 @@ from services.master.errors import ApiError, invalid, too_large
 from services.master.state import MasterState
 from tensorgrid.core import errors
 from tensorgrid.master.core import MasterCore
+from tensorgrid.master.quotas import CLIENT_HEADER, CLIENT_ID_MAX_CHARS, valid_client_id
 
 
 def get_state(request: Request) -> MasterState:
@@ -70,6 +71,26 @@ def get_wire(request: Request) -> Wire:
 
 
 WireFormat = Annotated[Wire, Depends(get_wire)]
+
+
+def client_of(request: Request) -> str:
+    """The client a request counts against for the per-client caps: the name in its
+    ``X-Tensorgrid-Client`` header (the SDK and the command line send one per process), else
+    ``peer:<address>``.
+
+    Raises:
+        ApiError(invalid_argument): the header is not a valid client name.
+    """
+    name = request.headers.get(CLIENT_HEADER)
+    if name is not None:
+        if not valid_client_id(name):
+            raise invalid(f"{CLIENT_HEADER} must be 1 to {CLIENT_ID_MAX_CHARS} letters, digits "
+                          "or '.-_@'", "invalid_argument")
+        return name
+    return f"peer:{request.client.host if request.client is not None else 'unknown'}"
+
+
+ClientId = Annotated[str, Depends(client_of)]
 
 
 DASHBOARD_COOKIE = "tensorgrid_dashboard"

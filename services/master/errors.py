@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tensorgrid.core import errors, registry
+from tensorgrid.master.quotas import ClientQuotaError
 
 log = logging.getLogger("tensorgrid.master")
 
@@ -26,6 +27,7 @@ INVALID_JSON = "invalid_json"
 INVALID_PROTOBUF = "invalid_protobuf"
 BAD_FEED = "bad_feed"
 TOO_LARGE = "too_large"
+CLIENT_QUOTA = "client_quota"  # one client's share of a cap is used up: HTTP 429
 
 
 class ApiError(Exception):
@@ -68,6 +70,8 @@ def reason_of(exc: errors.OpError) -> str:
     from the code (``not_found``, ``unavailable``, ``deadline``, ``aborted``, ``too_large``,
     ``internal``; otherwise the code's name in lower case)."""
     code, msg = exc.error_code, exc.message
+    if isinstance(exc, ClientQuotaError):
+        return CLIENT_QUOTA
     if code == errors.NOT_FOUND:
         if exc.op_type and "not registered" in msg and not registry.has_op(exc.op_type):
             return "unknown_op"
@@ -95,7 +99,9 @@ def error_response(exc: errors.OpError, reason: str | None = None) -> JSONRespon
     body["reason"] = reason or reason_of(exc)
     body = {k: body[k] for k in ("code", "reason", "message", "node", "op", "device", "retryable",
                               "derived")}
-    return JSONResponse({"error": body}, status_code=errors.HTTP_STATUS.get(exc.error_code, 500))
+    status = 429 if isinstance(exc, ClientQuotaError) else \
+        errors.HTTP_STATUS.get(exc.error_code, 500)
+    return JSONResponse({"error": body}, status_code=status)
 
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:

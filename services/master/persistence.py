@@ -1,7 +1,7 @@
 """The master's sessions in Redis, so that they outlive a master restart.
 
 One hash per session (``tg:master:session:<handle>``): the graph as GraphDef bytes, the session
-options as JSON, the graph version and the creation time. Written when a session is created or
+options as JSON, the graph version, the creation time and the client that opened it. Written when a session is created or
 extended (never per step), dropped when it is closed; it expires after ``idle_s`` unused (the
 master refreshes the sessions in use at each idle sweep).
 """
@@ -31,7 +31,8 @@ class RedisSessionStore:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hset(PREFIX + handle, mapping={
                 "graph": record["graph"], "options": json.dumps(record["options"]),
-                "version": str(record["version"]), "created": str(record["created"])})
+                "version": str(record["version"]), "created": str(record["created"]),
+                "client": record.get("client", "")})
             if self.idle_s is not None:
                 pipe.expire(PREFIX + handle, max(1, int(self.idle_s)))
             await pipe.execute()
@@ -49,8 +50,10 @@ class RedisSessionStore:
         fields = await self._redis.hgetall(PREFIX + handle)
         if not fields or b"graph" not in fields:
             return None
+        client = fields.get(b"client", b"")  # absent in sessions stored before clients were named
         return {"graph": fields[b"graph"], "options": json.loads(fields[b"options"]),
-                "version": int(fields[b"version"]), "created": float(fields[b"created"])}
+                "version": int(fields[b"version"]), "created": float(fields[b"created"]),
+                "client": client.decode() if isinstance(client, bytes) else str(client)}
 
     async def delete(self, handle: str) -> None:
         await self._redis.delete(PREFIX + handle)

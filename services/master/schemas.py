@@ -182,6 +182,8 @@ _ERROR_MEANINGS = {
     409: "the step was aborted (a task failed or restarted): recreate the session and retry",
     412: "a failed precondition: a stale graph version, an uninitialized variable",
     413: "over a limit: body bytes, nodes, tensor bytes, stored graphs, sessions, live steps",
+    429: "over this client's share (reason client_quota): sessions, stored graphs and their "
+         "bytes, live steps",
     500: "a kernel or a task failed in a way the master cannot tell apart from a bug",
     503: "a task (or Redis) is unavailable",
     504: "the step ran past its deadline",
@@ -189,7 +191,7 @@ _ERROR_MEANINGS = {
 
 
 # what a step can end with: bad input, a missing session, and every way running it can fail
-STEP_ERRORS = (400, 401, 404, 409, 412, 413, 500, 503, 504)
+STEP_ERRORS = (400, 401, 404, 409, 412, 413, 429, 500, 503, 504)
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

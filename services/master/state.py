@@ -9,6 +9,7 @@ import logging
 from services.master.graph_store import GraphStore
 from services.master.metrics import MasterMetrics
 from services.master.monitor import HealthMonitor
+from services.master.parsing import off_loop_large
 from services.master.persistence import RedisSessionStore
 from tensorgrid.master.cluster import ClusterState, TaskState
 from tensorgrid.master.core import Limits, MasterCore
@@ -48,16 +49,21 @@ class MasterState:
             cluster, client_for, default_timeout=settings.step_timeout_s,
             limits=Limits(max_nodes=settings.max_nodes, max_sessions=settings.max_sessions,
                           max_declared_tensor_bytes=settings.max_declared_tensor_bytes,
-                          max_live_steps=settings.max_live_steps),
+                          max_live_steps=settings.max_live_steps,
+                          max_sessions_per_client=settings.max_sessions_per_client,
+                          max_live_steps_per_client=settings.max_live_steps_per_client),
             logger=log.info, rpc_timeout=settings.rpc_timeout_s)
         self.core.trace_every_n_steps = settings.trace_every_n_steps
+        self.core.run_large = off_loop_large
         self.store: RedisSessionStore | None = None
         if settings.redis_url and settings.persist_sessions:
             self.store = RedisSessionStore(settings.redis_url, idle_s=settings.session_idle_s)
             self.core.store = self.store
         self.metrics = MasterMetrics(self.core)
         self.graphs = GraphStore(self.core.graphs, settings.max_graphs,
-                                 settings.max_graph_store_bytes, settings.graph_idle_s)
+                                 settings.max_graph_store_bytes, settings.graph_idle_s,
+                                 max_graphs_per_client=settings.max_graphs_per_client,
+                                 max_bytes_per_client=settings.max_graph_store_bytes_per_client)
         self.monitor = HealthMonitor(self.core, settings.poll_interval_s, settings.rpc_timeout_s)
         # the MasterService over gRPC (heartbeats from the tasks), when a port is configured
         self.grpc: TaskServer | None = None

@@ -69,7 +69,8 @@ async def serve(settings: TaskSettings, *, stop: asyncio.Event | None = None,
     token = settings.token_value
     master = settings.master
     addresses = state.addresses()
-    worker = WorkerCore(name, task_devices(name))
+    worker = WorkerCore(name, task_devices(name),
+                        step_memory_bytes=settings.step_memory_budget())
     worker.cluster.update(addresses)
     pool = ChannelPool(settings.channel_credentials())
     worker.remote = GrpcRemoteRecv(worker, pool, token, addresses=addresses,

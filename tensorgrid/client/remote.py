@@ -26,6 +26,7 @@ from tensorgrid.core import errors, serde
 from tensorgrid.core.ir import GraphDef, NodeDef
 from tensorgrid.framework.graph import Graph
 from tensorgrid.master.master_session import SessionOptions
+from tensorgrid.master.quotas import CLIENT_HEADER, process_client_id
 from tensorgrid.pb import master_pb2, master_pb2_grpc
 from tensorgrid.runtime.step_stats import FULL_TRACE
 from tensorgrid.settings import ClientSettings
@@ -205,7 +206,8 @@ class GrpcMasterBackend(_MasterBackend):
     """The MasterService of a remote ``train.Server`` over gRPC."""
 
     def __init__(self, address: str, graph: Graph, config: ConfigProto,
-                 token: str | None = None, credentials: Any = None) -> None:
+                 token: str | None = None, credentials: Any = None,
+                 client_id: str | None = None) -> None:
         super().__init__(graph, config)
         self.address = address
         # a master under mutual TLS takes the client's certificate (``credentials``)
@@ -213,7 +215,9 @@ class GrpcMasterBackend(_MasterBackend):
             if credentials is None else grpc.secure_channel(address, credentials,
                                                             options=CHANNEL_OPTIONS)
         self._stub = master_pb2_grpc.MasterServiceStub(self._channel)
-        self._meta = metadata_token(token)
+        # the bearer token, and the name the master counts this process's sessions under
+        self._meta = (*(metadata_token(token) or ()),
+                      (CLIENT_HEADER.lower(), client_id or process_client_id()))
         self._rpc_timeout = 60.0
 
     def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
@@ -264,10 +268,12 @@ class HttpMasterBackend(_MasterBackend):
 
     def __init__(self, url: str, graph: Graph, config: ConfigProto,
                  token: str | None = None, reconnect_s: float = 15.0,
-                 verify: Any = True) -> None:
+                 verify: Any = True, client_id: str | None = None) -> None:
         super().__init__(graph, config)
         self.url = url.rstrip("/")
-        headers = {"Content-Type": self.CONTENT, "Accept": self.CONTENT}
+        # the name the master counts this process's sessions and steps under (per-client caps)
+        headers = {"Content-Type": self.CONTENT, "Accept": self.CONTENT,
+                   CLIENT_HEADER: client_id or process_client_id()}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=None,
@@ -414,10 +420,10 @@ def connect(target: str, graph: Graph, config: ConfigProto,
         return InProcessMasterBackend(host, graph, config)
     if target.startswith("grpc://"):
         return GrpcMasterBackend(target[len("grpc://"):], graph, config, token,
-                                 _tls(settings.channel_credentials))
+                                 _tls(settings.channel_credentials), settings.client_id)
     if target.startswith(("http://", "https://")):
         return HttpMasterBackend(target, graph, config, token, settings.reconnect_s,
-                                 _tls(settings.http_verify))
+                                 _tls(settings.http_verify), settings.client_id)
     raise errors.InvalidArgumentError(
         f"Unknown session target {target!r}: use '' (in-process), 'grpc://host:port' or "
         "'http://host:port'")

@@ -21,7 +21,7 @@ from typing import Any
 from google.protobuf import json_format, text_format
 from google.protobuf.message import DecodeError
 
-from tensorgrid.core import errors, ir
+from tensorgrid.core import errors, ir, json_chunks
 from tensorgrid.core.serde_attr import (
     AttrPlaceholder,
     NameAttrList,
@@ -236,15 +236,28 @@ def graph_from_json(text: str | bytes, limits: GraphLimits | None = None, *,
             named with its path), or an unknown enum name (names the node).
     """
     if isinstance(text, bytes | bytearray):
+        _check_message_size(len(text), limits, "GraphDef JSON")
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise invalid(f"Malformed GraphDef JSON: not UTF-8 ({exc})") from None
-    _check_message_size(len(text.encode("utf-8")), limits, "GraphDef JSON")
+    else:
+        _check_message_size(len(text.encode("utf-8")), limits, "GraphDef JSON")
     try:
-        doc = json.loads(text)
+        # node by node: a large graph does not hold the interpreter lock for its whole length
+        doc = json_chunks.loads(text)
     except (ValueError, RecursionError) as exc:
         raise invalid(f"Malformed GraphDef JSON: {exc}") from None
+    return graph_from_json_object(doc, limits, ignore_unknown_fields=ignore_unknown_fields)
+
+
+def graph_from_json_object(doc: Any, limits: GraphLimits | None = None, *,
+                           ignore_unknown_fields: bool = False) -> ir.GraphDef:
+    """``graph_from_json`` of a document already decoded (a GraphDef inside a JSON request).
+
+    Raises:
+        As ``graph_from_json``, but for the size of the text.
+    """
     if not isinstance(doc, dict):
         raise invalid(f"Malformed GraphDef JSON: expected an object, got {type(doc).__name__}")
     desc = graph_pb2.GraphDef.DESCRIPTOR

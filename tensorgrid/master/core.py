@@ -34,10 +34,14 @@ from tensorgrid.master.cluster_health import (
 )
 from tensorgrid.master.master_session import MasterSession, SessionOptions
 from tensorgrid.master.plan_cache import RegisteredPlan
+from tensorgrid.master.quotas import ClientCounts
 from tensorgrid.master.step import LiveSteps, StepTrace, new_step_id, run_step
 from tensorgrid.master.task_client import TaskClient
 
 log = logging.getLogger("tensorgrid.master")
+
+# a session's graph of more nodes than this is checked in a worker thread, off the event loop
+LARGE_GRAPH_NODES = 10_000
 
 @dataclass(frozen=True)
 class Limits:
@@ -50,6 +54,9 @@ class Limits:
     # largest tensor a graph may declare with a fully known shape (None: no check)
     max_declared_tensor_bytes: int | None = None
     max_live_steps: int = 10_000
+    # what one named client may hold of the two caps above (see ``quotas``)
+    max_sessions_per_client: int = 1000
+    max_live_steps_per_client: int = 10_000
 
 
 class SessionStore(Protocol):
@@ -95,6 +102,15 @@ class MasterCore:
         self.incarnation = secrets.randbits(63) | 1
         self.started = time.time()
         self.live = LiveSteps()
+        # runs a large graph's checks off the event loop (the HTTP master pauses the garbage
+        # collector meanwhile, see services/master/parsing.py)
+        self.run_large: Callable[[Callable[[], Any]], Awaitable[Any]] = asyncio.to_thread
+        # the client that opened each session, and what each client holds (``quotas``)
+        self.session_clients: dict[str, str] = {}
+        self.client_sessions = ClientCounts("open sessions", "max_sessions_per_client",
+                                            limits.max_sessions_per_client)
+        self.client_steps = ClientCounts("steps in flight", "max_live_steps_per_client",
+                                         limits.max_live_steps_per_client)
         self._log = logger or (lambda msg: print(msg, file=sys.stderr))
         self.counters = {"steps": 0, "failed_steps": 0, "timed_out_steps": 0,
                          "aborted_by_health": 0, "sessions_restored": 0}
@@ -127,24 +143,37 @@ class MasterCore:
 
     # ------------------------------------------------------------------ sessions
     async def create_session(self, nodes: Sequence[NodeDef],
-                             options: SessionOptions = SessionOptions()) -> MasterSession:
-        """Validate the graph and open a session on it.
+                             options: SessionOptions = SessionOptions(),
+                             client: str = "") -> MasterSession:
+        """Validate the graph and open a session on it for ``client`` ("" unknown: only the
+        global cap applies).
 
         Raises:
             InvalidArgumentError / NotFoundError: the graph is malformed (names the node).
-            ResourceExhaustedError: too many nodes or sessions.
+            ResourceExhaustedError: too many nodes or sessions. ClientQuotaError (a
+                ResourceExhaustedError): ``client`` holds ``max_sessions_per_client`` already.
         """
         if len(nodes) > self.limits.max_nodes:
             raise errors.ResourceExhaustedError(
                 f"Graph has {len(nodes)} nodes; the limit is {self.limits.max_nodes}")
-        self._check_session_room()
+        self._check_session_room(client)
         handle = secrets.token_hex(8)
-        session = MasterSession(handle, self, nodes, options)
-        self.sessions[handle] = session
+        if len(nodes) > LARGE_GRAPH_NODES:
+            session = await self.run_large(lambda: MasterSession(handle, self, nodes, options))
+            self._check_session_room(client)  # others may have opened sessions meanwhile
+        else:
+            session = MasterSession(handle, self, nodes, options)
+        self._add_session(session, client)
         await self._persist(session)
         return session
 
-    def _check_session_room(self) -> None:
+    def _add_session(self, session: MasterSession, client: str) -> None:
+        self.sessions[session.handle] = session
+        self.session_clients[session.handle] = client
+        self.client_sessions.take(client)
+
+    def _check_session_room(self, client: str) -> None:
+        self.client_sessions.check(client)
         if len(self.sessions) >= self.limits.max_sessions:
             raise errors.ResourceExhaustedError(
                 f"Too many open sessions ({len(self.sessions)}, max_sessions "
@@ -198,12 +227,15 @@ class MasterCore:
         record = await self._load(handle)
         if record is None:
             return self.session(handle)  # raises NotFoundError
-        self._check_session_room()  # a restored session counts like a new one
+        client = str(record.get("client", ""))
+        self._check_session_room(client)  # a restored session counts like a new one
         graph = serde.graph_from_bytes(record["graph"])
         s = MasterSession(handle, self, graph.nodes, SessionOptions(**record["options"]))
         s.version = int(record["version"])
         s.created = float(record.get("created", s.created))
-        self.sessions.setdefault(handle, s)
+        if handle in self.sessions:  # restored meanwhile by a concurrent request
+            return self.sessions[handle]
+        self._add_session(s, client)
         self.counters["sessions_restored"] += 1
         self.log(f"session {handle} restored from the session store (graph version {s.version})")
         return self.sessions[handle]
@@ -223,7 +255,8 @@ class MasterCore:
         options = asdict(s.options)
         options["device_filters"] = list(options["device_filters"])
         record = {"graph": serde.graph_to_bytes(GraphDef(tuple(s.nodes))), "options": options,
-                  "version": s.version, "created": s.created}
+                  "version": s.version, "created": s.created,
+                  "client": self.session_clients.get(s.handle, "")}
         try:
             await self.store.put(s.handle, record)
         except Exception as exc:  # noqa: BLE001 - the session works; it only won't outlive us
@@ -242,6 +275,7 @@ class MasterCore:
         if handle not in self.sessions:
             await self.find_session(handle)
         s = self.sessions.pop(handle)
+        self.client_sessions.give_back(self.session_clients.pop(handle, ""))
         if self.store is not None:
             try:
                 await self.store.delete(handle)
@@ -378,8 +412,11 @@ class MasterCore:
             raise errors.ResourceExhaustedError(
                 f"{len(self.live)} steps are in flight on this master (max_live_steps "
                 f"{self.limits.max_live_steps}); retry when some have finished")
+        owner = self.session_clients.get(session, "")
+        self.client_steps.check(owner)
         clients = {t: self.client(t) for t in reg.handles}
         self.counters["steps"] += 1
+        self.client_steps.take(owner)
         try:
             return await run_step(reg, clients, values, timeout, step_id=step_id or new_step_id(),
                                   live=self.live, session=session,
@@ -389,6 +426,8 @@ class MasterCore:
             self.counters["timed_out_steps" if errors.gave_up_waiting(exc)
                           else "failed_steps"] += 1
             raise
+        finally:
+            self.client_steps.give_back(owner)
 
     def fail_steps_on(self, task: str, error: errors.OpError) -> int:
         """Fail every live step that involves ``task`` (the health monitor found it dead)."""

@@ -42,6 +42,8 @@ from tensorgrid.core.ir import (
 )
 from tensorgrid.core.registry import AsyncKernel, KernelContext, StepKernel, TensorSpec
 from tensorgrid.core.variable import VarRef
+from tensorgrid.runtime import memory_budget as mb
+from tensorgrid.runtime.codegen import straight_line
 from tensorgrid.runtime.frame_graph import needs_frames
 from tensorgrid.runtime.frames import FramePlan
 from tensorgrid.runtime.resources import ResourceMgr
@@ -77,6 +79,7 @@ class StepContext:
     rendezvous: Any = None
     deadline: float | None = None  # time.monotonic() bound, when set
     trace: list[TraceRecord] | None = None  # set to a list to trace the step
+    tensor_bytes: int = 0  # what nodes of run-time shape made (``memory_budget``)
 
 
 @dataclass
@@ -92,6 +95,8 @@ class _Node:
     consumers: tuple[int, ...] = ()
     static: Any = None  # a value known at build time (Const, VariableV2 handle)
     is_identity: bool = False
+    mem: int = mb.NONE  # what the per-step budget checks here, and the declared bytes so far
+    mem_prefix: int = 0
 
 
 def _deref(value: Any, node: str) -> Any:
@@ -109,6 +114,8 @@ class Executable:
         devices: the local devices by full name; a node runs on ``devices[node.device]`` or, when its
             device is empty or unknown here, on ``default_device``.
         output_specs: optional inferred specs per node (kernels may use them).
+        memory_budget: most bytes of tensors one step may keep live (``memory_budget``);
+            None: no budget.
 
     Raises:
         InvalidArgumentError: a cycle (naming a node on it) or a malformed node.
@@ -121,6 +128,7 @@ class Executable:
         devices: Mapping[str, LocalDevice],
         default_device: str,
         output_specs: Mapping[str, Sequence[TensorSpec]] | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         order = topological_order(nodes)
         self.devices = devices
@@ -183,6 +191,12 @@ class Executable:
             self.nodes.append(cn)
         for cn, cons in zip(self.nodes, consumers):
             cn.consumers = tuple(sorted(cons))
+        self.budget = mb.Budget(memory_budget) if memory_budget is not None else None
+        makes = [(bool(cn.out_slots) and cn.static is None and not cn.is_identity
+                  and cn.node.op != "_Arg" and not opdef.ref_outputs,
+                  specs.get(cn.node.name, ())) for cn, opdef in zip(self.nodes, opdefs)]
+        for cn, (action, prefix) in zip(self.nodes, mb.plan(makes, memory_budget)):
+            cn.mem, cn.mem_prefix = action, prefix
         self.has_async = any(cn.kind == _ASYNC for cn in self.nodes)
         self._pending0 = [len({parse_input(i)[0] for i in cn.node.inputs}) for cn in self.nodes]
         self._roots = [i for i, p in enumerate(self._pending0) if p == 0]
@@ -192,7 +206,8 @@ class Executable:
         if needs_frames([cn.node for cn in self.nodes]):
             self._frames = FramePlan(self.nodes, self._located)
         elif not self.has_async and len(self.nodes) <= CODEGEN_LIMIT:
-            self._sync_fn = self._generate()
+            self._sync_fn, self._filename, self._lines = straight_line(
+                self.nodes, _deref, _STEP, self.budget, f"{id(self):x}")
 
     # ------------------------------------------------------------------ building
     def _device_for(self, n: NodeDef) -> LocalDevice:
@@ -228,59 +243,6 @@ class Executable:
         if isinstance(k, StepKernel):
             return _STEP, k.fn
         return _PLAIN, k
-
-    def _generate(self) -> Callable[..., Any]:
-        """Write the straight-line schedule as python source and compile it."""
-        env: dict[str, Any] = {"_deref": _deref}
-        lines = ["def _run(step):", "    args = step.args", "    rets = step.rets"]
-        line_of_node: dict[int, int] = {}
-        alias: dict[int, str] = {}
-
-        def ref(slot: int) -> str:
-            return alias.get(slot, f"v{slot}")
-
-        for cn in self.nodes:
-            n = cn.node
-            args = []
-            for slot, d in zip(cn.in_slots, cn.derefs):
-                a = ref(slot)
-                if d:
-                    a = f"_deref({a}, {n.name!r})"
-                args.append(a)
-            outs = [f"v{s}" if s >= 0 else "_" for s in cn.out_slots]
-            target = ""
-            if len(outs) == 1:
-                target = outs[0] + " = "
-            elif len(outs) > 1:
-                target = ", ".join(outs) + " = "
-            if n.op == "_Arg":
-                stmt = f"{target}args[{int(n.attrs['index'])}]" if target else "pass"
-            elif n.op == "_Retval":
-                stmt = f"rets[{int(n.attrs['index'])}] = {args[0]}"
-            elif cn.static is not None:
-                if not target:
-                    continue
-                env[f"s{cn.index}"] = cn.static
-                stmt = f"{target}s{cn.index}"
-            elif cn.is_identity and len(outs) == 1 and outs[0] != "_":
-                alias[cn.out_slots[0]] = args[0]
-                continue
-            elif cn.is_identity and not target:
-                continue
-            else:
-                env[f"k{cn.index}"] = cn.fn
-                call_args = ", ".join((["step"] if cn.kind == _STEP else []) + args)
-                stmt = f"{target}k{cn.index}({call_args})"
-            lines.append("    " + stmt)
-            line_of_node[len(lines)] = cn.index
-        lines.append("    return rets")
-        src = "\n".join(lines)
-        filename = f"<tensorgrid plan {id(self):x}>"
-        code = compile(src, filename, "exec")
-        exec(code, env)
-        self._filename = filename
-        self._lines = line_of_node
-        return env["_run"]  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ running
     def new_step(self, args: Sequence[Any] = (), **kw: Any) -> StepContext:
@@ -378,12 +340,26 @@ class Executable:
             return None
         if cn.static is not None:
             result = cn.static
+        elif cn.mem:
+            self._budget_before(cn, step)
+            result = cn.fn(step, *args) if cn.kind == _STEP else cn.fn(*args)
+            self._budget_after(cn, step, result)
         elif cn.kind == _STEP:
             result = cn.fn(step, *args)
         else:
             result = cn.fn(*args)
         self._store(cn, result, vals)
         return result
+
+    def _budget_before(self, cn: _Node, step: StepContext) -> None:
+        if cn.mem == mb.OVER:
+            self.budget.refuse(cn.mem_prefix)  # type: ignore[union-attr]
+        elif cn.mem == mb.CHECK:
+            self.budget.check(step, cn.mem_prefix)  # type: ignore[union-attr]
+
+    def _budget_after(self, cn: _Node, step: StepContext, result: Any) -> None:
+        if cn.mem == mb.MEASURE:
+            self.budget.measure(step, result, cn.mem_prefix)  # type: ignore[union-attr]
 
     async def run_async(self, step: StepContext) -> list[Any]:
         """Run a step in dataflow order, awaiting async kernels without blocking ready nodes.
@@ -425,8 +401,15 @@ class Executable:
                 if not failure:
                     failure.append(self._located(fut.exception(), cn))  # type: ignore[arg-type]
             else:
-                self._store(cn, fut.result(), vals)
-                finish(cn)
+                try:
+                    if cn.mem:
+                        self._budget_after(cn, step, fut.result())
+                except errors.OpError as exc:
+                    if not failure:
+                        failure.append(self._located(exc, cn))
+                else:
+                    self._store(cn, fut.result(), vals)
+                    finish(cn)
             w = wake[0]
             if w is not None and not w.done():
                 w.set_result(None)
@@ -437,6 +420,12 @@ class Executable:
                     while ready and not failure:
                         cn = nodes[ready.popleft()]
                         if cn.kind == _ASYNC:
+                            if cn.mem:
+                                try:
+                                    self._budget_before(cn, step)
+                                except errors.OpError as exc:
+                                    failure.append(self._located(exc, cn))
+                                    break
                             run = cn.fn(step, *self._inputs(cn, vals))
                             if traced:
                                 run = self._run_async_traced(cn, step, run)

@@ -44,8 +44,10 @@ class GraphManager:
         devices: its local devices by full name; default_device: where unplaced nodes run.
     """
 
-    def __init__(self, task: str, devices: Mapping[str, LocalDevice], default_device: str) -> None:
+    def __init__(self, task: str, devices: Mapping[str, LocalDevice], default_device: str,
+                 step_memory_bytes: int | None = None) -> None:
         self.task = task
+        self.step_memory_bytes = step_memory_bytes  # each step's tensor budget (None: none)
         self.devices = devices
         self.default_device = default_device
         self.graphs: dict[str, RegisteredGraph] = {}
@@ -70,7 +72,8 @@ class GraphManager:
                     f"Node '{n.name}' is placed on {n.device}, which is not on task {self.task}",
                     node_name=n.name, op_type=n.op)
         specs = infer_graph(nodes)
-        exe = Executable(nodes, self.devices, self.default_device, specs)
+        exe = Executable(nodes, self.devices, self.default_device, specs,
+                         memory_budget=self.step_memory_bytes)
         handle = f"{self._prefix}-{next(self._handles)}"
         self.graphs[handle] = RegisteredGraph(handle, session, exe, tuple(nodes),
                                               op_counts=Counter(n.op for n in nodes))

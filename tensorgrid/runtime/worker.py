@@ -75,10 +75,13 @@ class WorkerCore:
         task: this task's name, '/job:J/replica:0/task:T'.
         devices: its local devices by full name (CPU:0 first).
         remote: how to receive from peers (None for a single task).
+        step_memory_bytes: most bytes of tensors one step may keep live here (None: no budget);
+            a step over it fails with ResourceExhaustedError naming the node.
     """
 
     def __init__(self, task: str, devices: Mapping[str, LocalDevice] | None = None,
-                 remote: RemoteRecv | None = None, rendezvous_ttl: float = 60.0) -> None:
+                 remote: RemoteRecv | None = None, rendezvous_ttl: float = 60.0,
+                 step_memory_bytes: int | None = None) -> None:
         self.task = task
         if devices is None:
             cpu = f"{task}/device:CPU:0"
@@ -88,7 +91,7 @@ class WorkerCore:
         self.remote = remote
         self.incarnation = new_incarnation()
         self.started = time.time()
-        self.graphs = GraphManager(task, self.devices, self.default_device)
+        self.graphs = GraphManager(task, self.devices, self.default_device, step_memory_bytes)
         self.rendezvous = RendezvousMgr(ttl=rendezvous_ttl)
         self.cluster: dict[str, str] = {}  # task name -> address, as the master last told us
         # masters that registered graphs here (address -> time of the last registration): the

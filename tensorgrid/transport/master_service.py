@@ -8,6 +8,7 @@ from typing import Any
 from tensorgrid.core import errors, serde
 from tensorgrid.master.core import MasterCore
 from tensorgrid.master.master_session import SessionOptions
+from tensorgrid.master.quotas import CLIENT_HEADER, valid_client_id
 from tensorgrid.pb import master_pb2, master_pb2_grpc
 from tensorgrid.transport import tensors
 from tensorgrid.transport.status import abort_with
@@ -28,6 +29,18 @@ def options_from_proto(pb: Any) -> SessionOptions:
     )
 
 
+def client_of(context: Any) -> str:
+    """The client a call counts against for the per-client caps: the name in its
+    ``x-tensorgrid-client`` metadata (the SDK sends one per process), else ``peer:<address>``
+    (gRPC's peer string without the port)."""
+    key = CLIENT_HEADER.lower()
+    for k, v in context.invocation_metadata() or ():
+        if k == key and isinstance(v, str) and valid_client_id(v):
+            return v
+    peer = context.peer() or "unknown"
+    return f"peer:{peer.rsplit(':', 1)[0] if peer.count(':') > 1 else peer}"
+
+
 class MasterServicer(master_pb2_grpc.MasterServiceServicer):
     """Serves a MasterCore."""
 
@@ -37,7 +50,8 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
     async def CreateSession(self, request: Any, context: Any) -> Any:
         try:
             graph = serde.graph_from_proto(request.graph_def)
-            s = await self.core.create_session(graph.nodes, options_from_proto(request.options))
+            s = await self.core.create_session(graph.nodes, options_from_proto(request.options),
+                                               client_of(context))
         except Exception as exc:
             await abort_with(context, exc)
             raise

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Response
-from starlette.concurrency import run_in_threadpool
 
 from services.master import codec
-from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.deps import Authorized, Body, ClientId, State, WireFormat
+from services.master.parsing import off_loop
 from services.master.schemas import GRAPH_DEF_JSON, error_responses
 from tensorgrid.compiler.infer import check_declared_sizes, infer_graph
 from tensorgrid.core import registry
@@ -59,12 +59,13 @@ def graph_report(graph_id: str, graph: GraphDef,
 
 
 @router.post("", status_code=201, summary="Submit a graph", openapi_extra=_GRAPH_BODY,
-             responses=error_responses(400, 401, 404, 413))
-async def submit_graph(state: State, body: Body, wire: WireFormat) -> dict[str, Any]:
+             responses=error_responses(400, 401, 404, 413, 429))
+async def submit_graph(state: State, body: Body, wire: WireFormat,
+                       client: ClientId) -> dict[str, Any]:
     """Validate a GraphDef (structure, ops, dtypes and shapes, devices) and store it.
 
     The error of an invalid graph names the node. The answer is the graph's report."""
-    state.graphs.check_room(len(body))
+    state.graphs.check_room(len(body), client)
     settings = state.settings
     graph_id = secrets.token_hex(8)
 
@@ -77,9 +78,9 @@ async def submit_graph(state: State, body: Body, wire: WireFormat) -> dict[str, 
         state.core.cluster.validate_devices(graph.nodes)
         return graph, graph_report(graph_id, graph, specs)
 
-    graph, report = await run_in_threadpool(validate)
+    graph, report = await off_loop(validate, len(body))
     state.graphs.put(graph_id, graph.nodes, report,
-                     max(len(body), report["report"]["const_bytes"]))
+                     max(len(body), report["report"]["const_bytes"]), client)
     return report
 
 

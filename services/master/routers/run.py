@@ -6,11 +6,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from services.master import codec, steps
-from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.deps import Authorized, Body, ClientId, State, WireFormat
 from services.master.errors import INVALID_PROTOBUF, invalid
+from services.master.parsing import off_loop
 from services.master.schemas import STEP_ERRORS, OneShotRunBody, error_responses, request_body
 
 router = APIRouter(prefix="/v1/run", tags=["run"], dependencies=[Authorized])
@@ -18,7 +18,8 @@ router = APIRouter(prefix="/v1/run", tags=["run"], dependencies=[Authorized])
 
 @router.post("", summary="Run a graph once", openapi_extra=request_body(OneShotRunBody),
              responses=error_responses(*STEP_ERRORS))
-async def run_once(request: Request, state: State, body: Body, wire: WireFormat) -> JSONResponse:
+async def run_once(request: Request, state: State, body: Body, wire: WireFormat,
+                   client: ClientId) -> JSONResponse:
     """Open a session on the graph, run one step, close the session; the fetched values."""
     if wire.protobuf_in:
         raise invalid("POST /v1/run takes a JSON body; protobuf clients open a session",
@@ -32,10 +33,10 @@ async def run_once(request: Request, state: State, body: Body, wire: WireFormat)
             codec.graph_from_json_doc(doc.graph, limits).nodes
         return doc, graph, steps.json_feeds(state, doc.feeds)
 
-    doc, nodes, feeds = await run_in_threadpool(decode)
+    doc, nodes, feeds = await off_loop(decode, len(body))
     if doc.graph_id is not None:
         nodes = steps.stored_graph(state, doc.graph_id)
-    session = await state.core.create_session(nodes, doc.config.options())
+    session = await state.core.create_session(nodes, doc.config.options(), client)
     trace = session.new_trace() if doc.trace_level else None
     try:
         values, step_id = await steps.unless_client_leaves(

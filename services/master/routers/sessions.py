@@ -9,11 +9,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from services.master import codec, steps
-from services.master.deps import Authorized, Body, State, WireFormat
+from services.master.deps import Authorized, Body, ClientId, State, WireFormat
 from services.master.errors import INVALID_PROTOBUF, invalid, too_large
+from services.master.parsing import decoded, off_loop
 from services.master.schemas import (
     STEP_ERRORS,
     CreateSessionBody,
@@ -38,8 +38,9 @@ def _check_handle(path_id: str, body_id: str) -> None:
 
 @router.post("", status_code=201, summary="Open a session",
              openapi_extra=request_body(CreateSessionBody, "CreateSessionRequest"),
-             responses=error_responses(400, 401, 404, 413))
-async def create_session(state: State, body: Body, wire: WireFormat) -> Response:
+             responses=error_responses(400, 401, 404, 413, 429))
+async def create_session(state: State, body: Body, wire: WireFormat,
+                         client: ClientId) -> Response:
     """Open a session on a stored graph (``graph_id``) or on a graph given here; the graph is
     validated now, and an error names the node."""
     limits = state.settings.graph_limits()
@@ -55,10 +56,10 @@ async def create_session(state: State, body: Body, wire: WireFormat) -> Response
             return None, doc.config.options(), doc.graph_id
         return codec.graph_from_json_doc(doc.graph, limits).nodes, doc.config.options(), None
 
-    nodes, options, graph_id = await run_in_threadpool(decode)
+    nodes, options, graph_id = await off_loop(decode, len(body))
     if graph_id is not None:
         nodes = steps.stored_graph(state, graph_id)
-    session = await state.core.create_session(nodes, options)
+    session = await state.core.create_session(nodes, options, client)
     if wire.protobuf_out:
         return codec.proto_response(master_pb2.CreateSessionResponse(
             session_handle=session.handle, graph_version=session.version), 201)
@@ -72,15 +73,16 @@ async def extend_session(session_id: str, state: State, body: Body, wire: WireFo
     """Add the nodes created since ``current_version``; all or nothing."""
     session = (await state.core.find_session(session_id))
     limits = state.settings.graph_limits()
-    if wire.protobuf_in:
-        req = codec.parse_proto(body, master_pb2.ExtendSessionRequest)
-        _check_handle(session_id, req.session_handle)
-        nodes = codec.graph_from_proto(req.graph_def, limits).nodes
-        current = req.current_graph_version
-    else:
+
+    def decode() -> tuple[Any, int]:
+        if wire.protobuf_in:
+            req = codec.parse_proto(body, master_pb2.ExtendSessionRequest)
+            _check_handle(session_id, req.session_handle)
+            return codec.graph_from_proto(req.graph_def, limits).nodes, req.current_graph_version
         doc = codec.parse_model(ExtendSessionBody, codec.parse_json(body))
-        nodes = codec.graph_from_json_doc(doc.graph, limits).nodes
-        current = doc.current_version
+        return codec.graph_from_json_doc(doc.graph, limits).nodes, doc.current_version
+
+    nodes, current = await decoded(decode, len(body))
     if len(session.nodes) + len(nodes) > state.settings.max_nodes:
         raise too_large(f"Session {session_id} would have {len(session.nodes) + len(nodes)} "
                         f"nodes; the limit is {state.settings.max_nodes}")
@@ -97,21 +99,23 @@ async def run_step(session_id: str, request: Request, state: State, body: Body,
                    wire: WireFormat) -> Response:
     """Feed tensors, run the fetches and targets, and return the fetched values."""
     session = (await state.core.find_session(session_id))
-    if wire.protobuf_in:
-        req = codec.parse_proto(body, master_pb2.RunStepRequest)
-        _check_handle(session_id, req.session_handle)
-        if req.graph_version and req.graph_version != session.version:
-            raise errors.FailedPreconditionError(
-                f"Session {session_id} is at graph version {session.version}, the step was "
-                f"built for {req.graph_version}")
-        feeds = steps.proto_feeds(state, req.feed)
-        fetches, targets, timeout_ms = list(req.fetch), list(req.target), req.timeout_ms
-        b64, trace_level = False, req.trace_level
-    else:
+
+    def decode() -> tuple[Any, list[str], list[str], int, bool, int]:
+        # large feeds decode off the event loop (see services/master/parsing.py)
+        if wire.protobuf_in:
+            req = codec.parse_proto(body, master_pb2.RunStepRequest)
+            _check_handle(session_id, req.session_handle)
+            if req.graph_version and req.graph_version != session.version:
+                raise errors.FailedPreconditionError(
+                    f"Session {session_id} is at graph version {session.version}, the step was "
+                    f"built for {req.graph_version}")
+            return (steps.proto_feeds(state, req.feed), list(req.fetch), list(req.target),
+                    req.timeout_ms, False, req.trace_level)
         doc = codec.parse_model(RunStepBody, codec.parse_json(body))
-        feeds = steps.json_feeds(state, doc.feeds)
-        fetches, targets, timeout_ms = doc.fetches, doc.targets, doc.timeout_ms
-        b64, trace_level = doc.encoding == "b64", doc.trace_level
+        return (steps.json_feeds(state, doc.feeds), doc.fetches, doc.targets, doc.timeout_ms,
+                doc.encoding == "b64", doc.trace_level)
+
+    feeds, fetches, targets, timeout_ms, b64, trace_level = await decoded(decode, len(body))
     trace = session.new_trace() if trace_level else None
     values, step_id = await steps.unless_client_leaves(
         request, steps.run_step(session, feeds, fetches, targets, timeout_ms, trace))
@@ -132,7 +136,8 @@ async def get_session(session_id: str, state: State) -> dict[str, Any]:
     """Graph version, plan cache hits and misses, steps."""
     session = (await state.core.find_session(session_id))
     return {**session.describe(), "session_id": session.handle,
-            "created": session.created, "last_used": session.last_used}
+            "created": session.created, "last_used": session.last_used,
+            "client": state.core.session_clients.get(session.handle, "")}
 
 
 @router.get("/{session_id}/placement", summary="Where the latest plan put each node",
