@@ -9,56 +9,95 @@ written and read in parallel by its own device:
   on two logical CPU devices, ``Saver(sharded=True)`` (one ``SaveV2`` per device, then a merge).
 
 Both write to the same directory (``--dir``, default a fresh temporary one on the disk under
-``/tmp``; files are overwritten, not accumulated). A repetition is one ``save`` or one
-``restore``; the figure is GB/s per shard (shard bytes / wall seconds; 1 GB = 1e9 bytes) and the
-total, median (min-max) over ``--reps``. Each framework runs in its own child process, tensorgrid
-first, then TensorFlow, so both meet the same machine state; neither calls fsync.
+``/tmp``, removed at the end; files are overwritten, not accumulated). A repetition is one
+``save`` or one ``restore``; its figure is GB/s per shard (shard bytes / wall seconds; 1 GB = 1e9
+bytes); the rows (``checkpoint.<kind>``, ``common.summarize``) give the median, min and max over
+``--reps``. Each framework runs in its own child process, tensorgrid first, then TensorFlow, so
+both meet the same machine state; neither calls fsync.
 
-``restore`` reads a checkpoint that one untimed restore has just read (the page cache holds it);
-``restore_cold`` first drops the checkpoint's files from the page cache (``fsync`` then
-``posix_fadvise(DONTNEED)``, untimed), so the bytes come from the disk.
+``save`` saves the same prefix again each repetition (after one untimed save). Before the
+restores every variable is set to zero (untimed), and after them each must hold its saved value
+again (the ``restored_values`` check). ``restore`` reads a checkpoint that one untimed restore has
+just read (the page cache holds it); ``restore_cold`` first drops the checkpoint's files from the
+page cache (``fsync`` then ``posix_fadvise(DONTNEED)``, untimed), so the bytes come from the disk.
 
-The baseline, run before tensorgrid and again after TensorFlow: two threads each writing one
-shard's bytes (the same arrays) to a fresh file at once, as the two ps do, from numpy with no
-checksum: ``plain_write`` through the page cache (``file.write(array.data)``), and
-``plain_write_direct`` with ``O_DIRECT`` in 16 MiB blocks (what ``dd oflag=direct`` does).
+The baseline (framework ``baseline``), run before tensorgrid and again after TensorFlow, one row
+per kind over both runs: two threads each writing one shard's bytes (the same arrays) to a fresh
+file at once, as the two ps do, from numpy with no checksum: ``plain_write`` through the page
+cache (``file.write(array.data)``), and ``plain_write_direct`` with ``O_DIRECT`` in 16 MiB blocks
+(what ``dd oflag=direct`` does).
 
     .venv/bin/python bench/checkpoint_io.py [--mb 1024] [--reps 5] [--json out.json]
         [--no-baseline] [--no-cold]
+    make bench BENCH=checkpoint                  # through the runner: RESULTS.md
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
-import statistics
-import subprocess
+import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-RESULT = "RESULT "
+from common import (
+    REPO_ROOT,
+    Settings,
+    child_env,
+    emit,
+    error_reason,
+    info,
+    missing_rows,
+    python_for,
+    run_child,
+    status_row,
+    summarize,
+)
+
 SHARDS = 2
 VARS_PER_SHARD = 4
+MB = 1024
+QUICK_MB = 128  # 64 MiB per shard: the same O_DIRECT path as the full size
+KINDS = ("save", "restore", "restore_cold")
+BASELINES = ("plain_write", "plain_write_direct")
+UNIT = "GB/s per shard"
+CHILD_TIMEOUT_S = 600.0
+_emitted: set[str] = set()  # the figures this child has reported
 
 
-def _summary(name: str, framework: str, times: list[float], shard_bytes: int) -> dict[str, Any]:
-    per_shard = [shard_bytes / t / 1e9 for t in times]
-    return {"bench": name, "framework": framework, "reps": len(times),
-            "seconds": times, "shard_bytes": shard_bytes,
-            "gbps_per_shard": statistics.median(per_shard),
-            "gbps_per_shard_min": min(per_shard), "gbps_per_shard_max": max(per_shard),
-            "gbps_total": statistics.median(per_shard) * SHARDS}
+def _emit(row: dict[str, Any]) -> None:
+    _emitted.add(row["bench"])
+    emit(row)
+
+
+def figure(kind: str) -> str:
+    """The figure id of a kind: ``save`` -> ``checkpoint.save``."""
+    return f"checkpoint.{kind}"
+
+
+def _row(kind: str, framework: str, times: list[float], mb: int, **extra: Any) -> dict[str, Any]:
+    """The row of one kind: GB/s per shard of each repetition (``times`` in seconds)."""
+    shard_bytes = _elements(mb) * 4 * VARS_PER_SHARD
+    row = summarize(figure(kind), framework, [shard_bytes / t / 1e9 for t in times], UNIT,
+                    "higher", seconds=times, mb=mb, shards=SHARDS, shard_bytes=shard_bytes,
+                    **extra)
+    row["gbps_total"] = row["median"] * SHARDS
+    return row
 
 
 def _elements(mb: int) -> int:
     return mb * 1024 * 1024 // 4 // (SHARDS * VARS_PER_SHARD)
+
+
+def _fill_value(shard: int, var: int) -> float:
+    return float(shard * 10 + var)
 
 
 def _drop_cache(directory: str) -> None:
@@ -77,31 +116,44 @@ def _drop_cache(directory: str) -> None:
                 os.close(fd)
 
 
-def _restores(restore: Any, directory: str, reps: int, cold: bool) -> tuple[list[float], list[float]]:
-    """Timed restores with the page cache warm (after one untimed restore), then cold."""
-    restore()
-    warm = []
+def _timed(fn: Callable[[], Any], reps: int, before: Callable[[], Any] | None = None
+           ) -> list[float]:
+    """Seconds of each of ``reps`` calls of ``fn`` (``before`` runs untimed ahead of each)."""
+    times = []
     for _ in range(reps):
+        if before is not None:
+            before()
         t0 = time.perf_counter()
-        restore()
-        warm.append(time.perf_counter() - t0)
-    colds = []
-    for _ in range(reps if cold else 0):
-        _drop_cache(directory)
-        t0 = time.perf_counter()
-        restore()
-        colds.append(time.perf_counter() - t0)
-    return warm, colds
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
 
 
-def _rows(framework: str, saves: list[float], warm: list[float], cold: list[float],
-          shard_bytes: int) -> None:
-    rows = [_summary("save", framework, saves, shard_bytes),
-            _summary("restore", framework, warm, shard_bytes)]
-    if cold:
-        rows.append(_summary("restore_cold", framework, cold, shard_bytes))
-    for row in rows:
-        print(RESULT + json.dumps(row), flush=True)
+def _measure(framework: str, save: Callable[[], Any], restore: Callable[[], Any],
+             zero: Callable[[], Any], values_ok: Callable[[], bool], prefix: str, mb: int,
+             reps: int, cold: bool) -> None:
+    """Time saves, then restores (warm, then cold), check the files and the restored values,
+    and emit a row per kind."""
+    save()  # warm-up: connections, plans, files
+    saves = _timed(save, reps)
+    files_ok = (os.path.exists(prefix + ".index")
+                and len(glob.glob(f"{glob.escape(prefix)}.data-*-of-{SHARDS:05d}")) == SHARDS)
+    zero()  # the restores must bring the saved values back
+    restore()
+    warm = _timed(restore, reps)
+    directory = os.path.dirname(prefix)
+    colds = _timed(restore, reps, lambda: _drop_cache(directory)) if cold else []
+    checks = {"bundle_files": files_ok, "restored_values": values_ok()}
+    _emit(_row("save", framework, saves, mb, checks={"bundle_files": files_ok}))
+    _emit(_row("restore", framework, warm, mb, checks=checks))
+    if colds:
+        _emit(_row("restore_cold", framework, colds, mb, checks=checks))
+
+
+def _all_restored(values: list[Any]) -> bool:
+    """Every variable (shard-major order) holds its fill value everywhere."""
+    return all(bool((v == _fill_value(k // VARS_PER_SHARD, k % VARS_PER_SHARD)).all())
+               for k, v in enumerate(values))
 
 
 # ----------------------------------------------------------------------------- baseline
@@ -114,7 +166,7 @@ def child_baseline(mb: int, reps: int, directory: str) -> None:
     import numpy as np
 
     n = _elements(mb)
-    shards = [[np.full(n, float(i * 10 + j), np.float32) for j in range(VARS_PER_SHARD)]
+    shards = [[np.full(n, _fill_value(i, j), np.float32) for j in range(VARS_PER_SHARD)]
               for i in range(SHARDS)]
     block = 16 << 20
     staging = [np.frombuffer(mmap.mmap(-1, block), np.uint8) for _ in range(SHARDS)]
@@ -148,14 +200,13 @@ def child_baseline(mb: int, reps: int, directory: str) -> None:
         finally:
             os.close(fd)
 
-    shard_bytes = n * 4 * VARS_PER_SHARD
-    kinds = [("plain_write", buffered)]
+    kinds: list[tuple[str, Callable[[int, str], None]]] = [("plain_write", buffered)]
     if hasattr(os, "O_DIRECT"):
         kinds.append(("plain_write_direct", direct))
-    for bench, write in kinds:
+    for kind, write in kinds:
         times = []
         for rep in range(reps):
-            paths = [os.path.join(out, f"{bench}-{rep}-{i}") for i in range(SHARDS)]
+            paths = [os.path.join(out, f"{kind}-{rep}-{i}") for i in range(SHARDS)]
             threads = [threading.Thread(target=write, args=(i, paths[i])) for i in range(SHARDS)]
             t0 = time.perf_counter()
             for t in threads:
@@ -165,7 +216,7 @@ def child_baseline(mb: int, reps: int, directory: str) -> None:
             times.append(time.perf_counter() - t0)
             for path in paths:
                 os.remove(path)
-        print(RESULT + json.dumps(_summary(bench, "baseline", times, shard_bytes)), flush=True)
+        _emit(_row(kind, "baseline", times, mb))
     shutil.rmtree(out, ignore_errors=True)
 
 
@@ -174,14 +225,13 @@ def child_baseline(mb: int, reps: int, directory: str) -> None:
 
 def child_tensorgrid(mb: int, reps: int, directory: str, cold: bool) -> None:
     sys.path.insert(0, str(REPO_ROOT))
-    import numpy as np
-
     import tensorgrid as tf
     from tensorgrid.checkpoint.redis_server import start_redis
     from tensorgrid.client.train.saver import Saver
     from tensorgrid.client.train.server import ClusterSpec, Server, free_port
 
-    srv = start_redis(Path(tempfile.mkdtemp(prefix="tg-bench-redis-")))
+    redis_dir = tempfile.mkdtemp(prefix="tgbench-ckpt-redis-")
+    srv = start_redis(Path(redis_dir))
     os.environ["REDIS_URL"] = srv.url
     spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}" for _ in range(SHARDS)],
                         "worker": [f"127.0.0.1:{free_port()}"]})
@@ -193,32 +243,26 @@ def child_tensorgrid(mb: int, reps: int, directory: str, cold: bool) -> None:
                 raise RuntimeError("the cluster did not come up")
             time.sleep(0.05)
         n = _elements(mb)
-        variables = []
+        variables, zeroes = [], []
         for i in range(SHARDS):
-            with tf.device(f"/job:ps/task:{i}"):
+            with tf.device(f"/job:ps/task:{i}"):  # the zeroes too: no transfer to the ps
                 for j in range(VARS_PER_SHARD):
-                    variables.append(tf.Variable(tf.fill([n], float(i * 10 + j)),
-                                                 name=f"ps{i}/v{j}"))
+                    v = tf.Variable(tf.fill([n], _fill_value(i, j)), name=f"ps{i}/v{j}")
+                    variables.append(v)
+                    zeroes.append(v.assign(tf.zeros([n])))
+        zero_op = tf.group(*zeroes)
         saver = Saver(max_to_keep=1)
         prefix = os.path.join(directory, "tg", "model.ckpt")
         with tf.Session(servers[-1].target) as sess:
             sess.run(tf.global_variables_initializer())
-            saver.save(sess, prefix)  # warm-up: connections, plans, files
-            saves = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                saver.save(sess, prefix)
-                saves.append(time.perf_counter() - t0)
-            warm, colds = _restores(lambda: saver.restore(sess, prefix),
-                                    os.path.dirname(prefix), reps, cold)
-            probe = sess.run(variables[-1])
-            assert float(probe[0]) == float((SHARDS - 1) * 10 + VARS_PER_SHARD - 1)
-            assert np.all(probe == probe[0])
-        _rows("tensorgrid", saves, warm, colds, n * 4 * VARS_PER_SHARD)
+            _measure("tensorgrid", lambda: saver.save(sess, prefix),
+                     lambda: saver.restore(sess, prefix), lambda: sess.run(zero_op),
+                     lambda: _all_restored(sess.run(variables)), prefix, mb, reps, cold)
     finally:
         for s in reversed(servers):
             s.stop()
         srv.kill()
+        shutil.rmtree(redis_dir, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- TensorFlow
@@ -234,147 +278,184 @@ def child_tensorflow(mb: int, reps: int, directory: str, cold: bool) -> None:
     tf.config.set_logical_device_configuration(
         cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(SHARDS)])
     n = _elements(mb)
-    variables = []
+    variables, zeroes = [], []
     for i in range(SHARDS):
         with tf.device(f"/cpu:{i}"):
             for j in range(VARS_PER_SHARD):
-                variables.append(tf1.Variable(tf.fill([n], float(i * 10 + j)),
-                                              name=f"ps{i}/v{j}"))
+                v = tf1.Variable(tf.fill([n], _fill_value(i, j)), name=f"ps{i}/v{j}")
+                variables.append(v)
+                zeroes.append(v.assign(tf.zeros([n])))
+    zero_op = tf.group(*zeroes)
     saver = tf1.train.Saver(sharded=True, max_to_keep=1)
     prefix = os.path.join(directory, "tf", "model.ckpt")
     os.makedirs(os.path.dirname(prefix), exist_ok=True)
     with tf1.Session() as sess:
         sess.run(tf1.global_variables_initializer())
-        saver.save(sess, prefix, write_meta_graph=False)
-        saves = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            saver.save(sess, prefix, write_meta_graph=False)
-            saves.append(time.perf_counter() - t0)
-        warm, colds = _restores(lambda: saver.restore(sess, prefix), os.path.dirname(prefix),
-                                reps, cold)
-        probe = sess.run(variables[-1])
-        assert float(probe[0]) == float((SHARDS - 1) * 10 + VARS_PER_SHARD - 1)
-    _rows("tensorflow", saves, warm, colds, n * 4 * VARS_PER_SHARD)
+        _measure("tensorflow", lambda: saver.save(sess, prefix, write_meta_graph=False),
+                 lambda: saver.restore(sess, prefix), lambda: sess.run(zero_op),
+                 lambda: _all_restored(sess.run(variables)), prefix, mb, reps, cold)
 
 
 # ----------------------------------------------------------------------------- orchestration
 
 
-def _tf_python() -> str | None:
-    env = os.environ.get("TENSORGRID_TF_PYTHON")
-    if env:
-        return env if os.path.exists(env) else None
-    candidates = [REPO_ROOT / ".venv-tf" / "bin" / "python"]
-    try:
-        common = subprocess.run(["git", "rev-parse", "--path-format=absolute",
-                                 "--git-common-dir"], cwd=REPO_ROOT, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        candidates.append(Path(common).parent / ".venv-tf" / "bin" / "python")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return next((str(c) for c in candidates if c.exists()), None)
+def _figures(framework: str, cold: bool) -> list[str]:
+    if framework == "baseline":
+        return [figure(k) for k in BASELINES if k != "plain_write_direct" or hasattr(os, "O_DIRECT")]
+    return [figure(k) for k in KINDS if k != "restore_cold" or cold]
 
 
-def _run_child(python: str, framework: str, args: argparse.Namespace,
-               directory: str) -> list[dict[str, Any]]:
-    argv = [python, str(Path(__file__).resolve()), "--child", framework, "--mb", str(args.mb),
-            "--reps", str(args.reps), "--dir", directory] + (["--no-cold"] if args.no_cold else [])
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout, env=env,
-                          check=False)
-    rows = [json.loads(line[len(RESULT):]) for line in proc.stdout.splitlines()
-            if line.startswith(RESULT)]
-    if proc.returncode != 0 or not rows:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-        print(f"{framework} failed (exit {proc.returncode}):\n{tail}", file=sys.stderr)
-    return rows
+def _child(name: str, framework: str, python: str, mb: int, reps: int, directory: str,
+           cold: bool, log_dir: Path) -> list[dict[str, Any]]:
+    """One child (bounded in time, stopped by PID): its rows, and an error row for each figure it
+    did not report."""
+    argv = [python, str(Path(__file__).resolve()), "--child", framework, "--mb", str(mb),
+            "--reps", str(reps), "--dir", directory] + ([] if cold else ["--no-cold"])
+    env = child_env("tensorflow" if framework == "tensorflow" else "tensorgrid")
+    rc, got, text = run_child(name, argv, log_dir, CHILD_TIMEOUT_S, env)
+    return got + missing_rows(_figures(framework, cold), framework, got, rc, text,
+                              f"checkpoint_io {framework}")
 
 
 def _merge_baselines(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per baseline kind, from the runs before and after the frameworks."""
+    """One row per baseline kind over its runs before and after the frameworks (an error row
+    only when no run measured it)."""
     out = [r for r in rows if r["framework"] != "baseline"]
-    kinds: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        if r["framework"] == "baseline":
-            kinds.setdefault(r["bench"], []).append(r)
-    for bench, runs in kinds.items():
-        times = [t for r in runs for t in r["seconds"]]
-        out.append(_summary(bench, "baseline", times, runs[0]["shard_bytes"]))
+    for bench in _ordered_benches(r for r in rows if r["framework"] == "baseline"):
+        runs = [r for r in rows if r["bench"] == bench and r["framework"] == "baseline"]
+        ok = [r for r in runs if r.get("status") == "ok"]
+        if not ok:
+            out.append(runs[0])
+            continue
+        times = [t for r in ok for t in r["seconds"]]
+        out.append(_row(bench.split(".", 1)[1], "baseline", times, ok[0]["mb"],
+                        baseline_runs=len(ok)))
     return out
+
+
+def _ordered_benches(rows: Any) -> list[str]:
+    seen: list[str] = []
+    for r in rows:
+        if r["bench"] not in seen:
+            seen.append(r["bench"])
+    return seen
+
+
+def run(s: Settings, frameworks: list[str], log_dir: Path, mb: int | None = None,
+        reps: int | None = None, cold: bool = True, baseline: bool = True,
+        directory: str | None = None) -> list[dict[str, Any]]:
+    """The whole benchmark: the baseline, tensorgrid, TensorFlow, the baseline again, each a child
+    process; the checkpoints go to ``directory`` (default a fresh folder, removed at the end).
+
+    Returns:
+        A row per figure and framework (measurement, skipped or error); one per baseline kind.
+    """
+    mb = mb if mb is not None else (QUICK_MB if s.quick else MB)
+    reps = reps if reps is not None else s.reps
+    cold = cold and hasattr(os, "posix_fadvise")
+    tg_py = python_for("tensorgrid")
+    assert tg_py is not None
+    where = directory or tempfile.mkdtemp(prefix="tgbench-ckpt-", dir="/tmp")
+    rows: list[dict[str, Any]] = []
+    try:
+        if baseline:
+            rows += _child("checkpoint-baseline-before", "baseline", tg_py, mb, reps, where,
+                           cold, log_dir)
+        for fw in frameworks:
+            py = python_for(fw)
+            if py is None:
+                rows += [status_row(f, fw, "skipped", "no Python for this framework")
+                         for f in _figures(fw, cold)]
+                continue
+            rows += _child(f"checkpoint-{fw}", fw, py, mb, reps, where, cold, log_dir)
+        if baseline:
+            rows += _child("checkpoint-baseline-after", "baseline", tg_py, mb, reps, where, cold,
+                           log_dir)
+    finally:
+        if directory is None:
+            shutil.rmtree(where, ignore_errors=True)
+    return _merge_baselines(rows)
 
 
 def _cell(r: dict[str, Any] | None) -> str:
     if r is None:
         return "-"
-    return f"{r['gbps_per_shard']:.2f} ({r['gbps_per_shard_min']:.2f}-{r['gbps_per_shard_max']:.2f})"
+    if r.get("status") != "ok":
+        return str(r.get("status"))
+    return f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"
 
 
-def _report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+def _ok(r: dict[str, Any] | None) -> bool:
+    return r is not None and r.get("status") == "ok"
+
+
+def _report(rows: list[dict[str, Any]], mb: int, reps: int) -> None:
     by = {(r["bench"], r["framework"]): r for r in rows}
-    print(f"checkpoint I/O: {args.mb} MiB in {SHARDS} shards, {args.reps} reps, median (min-max)"
+    print(f"checkpoint I/O: {mb} MiB in {SHARDS} shards, {reps} reps, median (min-max)"
           " GB/s per shard")
-    print(f"{'':13} {'tensorgrid':>24} {'tensorflow':>24} {'tg/tf':>7}")
-    for bench in ("save", "restore", "restore_cold"):
-        tg, tf_ = by.get((bench, "tensorgrid")), by.get((bench, "tensorflow"))
+    print(f"{'':13} {'tensorgrid':>24} {'tensorflow':>24} {'tg/tf':>7}  checks (tensorgrid)")
+    for kind in KINDS:
+        tg, tf_ = by.get((figure(kind), "tensorgrid")), by.get((figure(kind), "tensorflow"))
         if tg is None and tf_ is None:
             continue
-        ratio = f"{tg['gbps_per_shard'] / tf_['gbps_per_shard']:.2f}" if tg and tf_ else "-"
-        print(f"{bench:13} {_cell(tg):>24} {_cell(tf_):>24} {ratio:>7}")
-    for bench in ("plain_write", "plain_write_direct"):
-        base = by.get((bench, "baseline"))
+        ratio = f"{tg['median'] / tf_['median']:.2f}" if _ok(tg) and _ok(tf_) else "-"
+        checks = (tg or {}).get("checks", "")
+        print(f"{kind:13} {_cell(tg):>24} {_cell(tf_):>24} {ratio:>7}  {checks}")
+    for kind in BASELINES:
+        base = by.get((figure(kind), "baseline"))
         if base is None:
             continue
         shares = []
         for fw in ("tensorgrid", "tensorflow"):
-            save = by.get(("save", fw))
-            if save is not None:
-                shares.append(f"{fw} save = {save['gbps_per_shard'] / base['gbps_per_shard']:.0%}")
-        print(f"{bench:19} {_cell(base):>18}   " + ", ".join(shares))
+            save = by.get((figure("save"), fw))
+            if _ok(save) and _ok(base):
+                shares.append(f"{fw} save = {save['median'] / base['median']:.0%}")
+        print(f"{kind:19} {_cell(base):>18}   " + ", ".join(shares))
+    for r in rows:
+        if r.get("status") != "ok":
+            print(f"{r['bench']} {r['framework']}: {r['status']}: {r.get('reason', '')}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mb", type=int, default=1024, help="model size in MiB (default 1024)")
+    parser.add_argument("--mb", type=int, default=MB, help=f"model size in MiB (default {MB})")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--dir", default=None, help="where the checkpoints go")
     parser.add_argument("--child", choices=("tensorgrid", "tensorflow", "baseline"), default=None)
-    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--frameworks", default="tensorgrid,tensorflow")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     parser.add_argument("--no-baseline", action="store_true", help="skip the plain writes")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold restores")
     args = parser.parse_args()
-    if args.child == "tensorgrid":
-        child_tensorgrid(args.mb, args.reps, args.dir, not args.no_cold)
+    if args.child:
+        # a SIGTERM from the runner (its time bound) still stops the servers and Redis
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        children = {"tensorgrid": lambda: child_tensorgrid(args.mb, args.reps, args.dir,
+                                                           not args.no_cold),
+                    "tensorflow": lambda: child_tensorflow(args.mb, args.reps, args.dir,
+                                                           not args.no_cold),
+                    "baseline": lambda: child_baseline(args.mb, args.reps, args.dir)}
+        try:
+            children[args.child]()
+        except Exception as exc:  # reported as the error of the figures not yet emitted
+            reason = error_reason(exc)
+            for fig in _figures(args.child, not args.no_cold):
+                if fig not in _emitted:
+                    _emit(status_row(fig, args.child, "error", reason))
+            return 1
         return 0
-    if args.child == "tensorflow":
-        child_tensorflow(args.mb, args.reps, args.dir, not args.no_cold)
-        return 0
-    if args.child == "baseline":
-        child_baseline(args.mb, args.reps, args.dir)
-        return 0
-    directory = args.dir or tempfile.mkdtemp(prefix="tg-ckpt-bench-", dir="/tmp")
-    rows: list[dict[str, Any]] = []
-    try:
-        if not args.no_baseline:
-            rows += _run_child(sys.executable, "baseline", args, directory)
-        rows += _run_child(sys.executable, "tensorgrid", args, directory)
-        tf_python = _tf_python()
-        if tf_python is None:
-            print("TensorFlow peer not found (TENSORGRID_TF_PYTHON or .venv-tf): tensorgrid alone",
-                  file=sys.stderr)
-        else:
-            rows += _run_child(tf_python, "tensorflow", args, directory)
-        if not args.no_baseline:
-            rows += _run_child(sys.executable, "baseline", args, directory)
-    finally:
-        if args.dir is None:
-            shutil.rmtree(directory, ignore_errors=True)
-    rows = _merge_baselines(rows)
-    _report(rows, args)
+    log_dir = Path(tempfile.mkdtemp(prefix="tgbench_checkpoint_"))
+    frameworks = [f for f in args.frameworks.split(",") if f]
+    if python_for("tensorflow") is None and "tensorflow" in frameworks:
+        info("TensorFlow peer not found (TENSORGRID_TF_PYTHON or .venv-tf): tensorgrid alone")
+        frameworks.remove("tensorflow")
+    rows = run(Settings(reps=args.reps), frameworks, log_dir, args.mb, args.reps,
+               not args.no_cold, not args.no_baseline, args.dir)
+    _report(rows, args.mb, args.reps)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
-    return 0 if any(r["framework"] == "tensorgrid" for r in rows) else 1
+    info(f"logs in {log_dir}")
+    return 0 if any(_ok(r) and r["framework"] == "tensorgrid" for r in rows) else 1
 
 
 if __name__ == "__main__":

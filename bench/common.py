@@ -376,6 +376,17 @@ def run_child(name: str, argv: Sequence[str], log_dir: Path, timeout_s: float,
     return rc, proc.rows(), proc.log_text()
 
 
+def missing_rows(figures: Iterable[str], framework: str, got: list[dict[str, Any]],
+                 rc: int | None, log: str, child: str) -> list[dict[str, Any]]:
+    """An error row for each of ``figures`` that a child's rows ``got`` lack for ``framework``,
+    naming how the child ended (``rc``; None: timed out) and the tail of its ``log``."""
+    seen = {(r.get("bench"), r.get("framework")) for r in got}
+    why = "timed out" if rc is None else f"exited rc={rc}"
+    return [status_row(fig, framework, "error",
+                       f"{child} child {why} without this figure: {log_tail(log)}")
+            for fig in figures if (fig, framework) not in seen]
+
+
 # ----------------------------------------------------------------------------- pythons
 def tg_python() -> str:
     """The Python of tensorgrid's venv: the one running the orchestrator."""
@@ -396,6 +407,17 @@ def tf_python() -> tuple[str | None, str]:
     default = REPO_ROOT / ".venv-tf" / "bin" / "python"
     if default.exists():
         return str(default), ".venv-tf"
+    # a git worktree shares the main checkout's (gitignored) peer venv
+    try:
+        common_dir = subprocess.run(["git", "rev-parse", "--path-format=absolute",
+                                     "--git-common-dir"], cwd=REPO_ROOT, capture_output=True,
+                                    text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        common_dir = ""
+    if common_dir:
+        shared = Path(common_dir).parent / ".venv-tf" / "bin" / "python"
+        if shared.exists() and shared.parent.parent.parent != REPO_ROOT:
+            return str(shared), f"the main checkout's .venv-tf ({shared.parent.parent.parent})"
     return None, "no .venv-tf/bin/python and TENSORGRID_TF_PYTHON is not set"
 
 
