@@ -1,20 +1,24 @@
 """Render ``bench/RESULTS.md`` from a raw results file (JSON lines written by ``run.py``).
 
     python bench/report.py bench/results/raw-<stamp>.jsonl [--out bench/RESULTS.md]
+        [--history DIR]
 
-Every number in the report comes from the raw file; the goals are the only constants here.
+Every number in the report comes from raw files; the goals are the only constants here. The parts
+the given run did not include come from the newest earlier raw file (of ``--history``, default
+the given file's folder) that has them (``history.py``); each section names its run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from common import BENCH_DIR, REPO_ROOT
+from history import Run, merge, read_run, unit_of
 
 # figure -> (comparison, target). Latencies must stay at or under, rates at or over the target.
 GOALS: dict[str, tuple[str, float]] = {
@@ -29,6 +33,14 @@ GOALS: dict[str, tuple[str, float]] = {
     "recovery.worker.resume_s": ("<=", 3.0),
     "recovery.ps.detect_s": ("<=", 2.0),
     "recovery.ps.resume_s": ("<=", 3.0),
+    "loops.local.per_iter": ("<=", 5.0),
+    "checkpoint.save": (">=", 1.0),
+    "checkpoint.restore": (">=", 1.0),
+}
+# figure -> the largest slowdown against TensorFlow in the same run (tensorgrid's median)
+RATIO_GOALS: dict[str, float] = {
+    "local.cnn.train": 1 / 0.7,
+    "loops.dist.per_iter": 2.0,
 }
 
 TITLES: dict[str, str] = {
@@ -48,13 +60,26 @@ TITLES: dict[str, str] = {
     "recovery.ps.verdict_s": "ps killed: kill -> master reports it dead",
     "recovery.ps.resume_s": "ps killed: kill -> next successful step (after the restore)",
     "recovery.ps.steps_lost": "ps killed: global steps done again (since the last checkpoint)",
+    "loops.local.per_iter": "tf.while_loop of {iters:,} scalar iterations (i = i + 1), one "
+                            "process, per iteration",
+    "loops.dist.per_iter": "tf.while_loop of {iters:,} scalar iterations, the add on the ps, "
+                           "loop and client on the worker, per iteration",
+    "checkpoint.save": "save of {mb:,} MiB of float32 variables over {shards} ps shards",
+    "checkpoint.restore": "restore of the same (files in the page cache)",
+    "checkpoint.restore_cold": "restore of the same, files dropped from the page cache first",
+    "checkpoint.plain_write": "two threads writing the same bytes through the page cache",
+    "checkpoint.plain_write_direct": "two threads writing the same bytes with O_DIRECT, 16 MiB "
+                                     "blocks",
 }
 
 
-def figure_title(bench: str) -> str:
-    """A human name for a figure id."""
+def figure_title(bench: str, row: dict[str, Any] | None = None) -> str:
+    """A human name for a figure id (its ``{field}``s filled from a row of it, when given)."""
     if bench in TITLES:
-        return TITLES[bench]
+        try:
+            return TITLES[bench].format(**(row or {}))
+        except (KeyError, ValueError, IndexError):
+            return re.sub(r"\{[^}]*\}", "N", TITLES[bench])
     parts = bench.split(".")
     if parts[0] == "scale" and len(parts) == 3:
         what = {"heartbeat": "handling one heartbeat", "plan": "a new session's first step "
@@ -115,8 +140,17 @@ def slowdown(tg: dict[str, Any] | None, tf: dict[str, Any] | None) -> float | No
     return a / b if b else None
 
 
-def goal_cell(bench: str, tg: dict[str, Any] | None) -> tuple[str, str]:
-    """(goal, met) for tensorgrid's median."""
+def goal_cell(bench: str, tg: dict[str, Any] | None,
+              tf: dict[str, Any] | None = None) -> tuple[str, str]:
+    """(goal, met) for tensorgrid's median (or its slowdown against ``tf``'s, for a ratio goal)."""
+    if bench in RATIO_GOALS:
+        limit = RATIO_GOALS[bench]
+        goal = f"slowdown <= {limit:.2f}x"
+        ratio = slowdown(tg, tf)
+        if ratio is None:
+            no_tf = tg and tg.get("status") == "ok"
+            return goal, "not measured (no TensorFlow figure)" if no_tf else "not measured"
+        return goal, "yes" if ratio <= limit else "**no**"
     if bench not in GOALS:
         return "", ""
     op, target = GOALS[bench]
@@ -144,21 +178,8 @@ def checks_cell(row: dict[str, Any] | None) -> str:
 
 def read_raw(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """(meta, result rows, end) of a raw file."""
-    meta: dict[str, Any] = {}
-    end: dict[str, Any] = {}
-    rows: list[dict[str, Any]] = []
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        obj = json.loads(line)
-        kind = obj.get("kind")
-        if kind == "meta":
-            meta = obj
-        elif kind == "end":
-            end = obj
-        elif "bench" in obj:
-            rows.append(obj)
-    return meta, rows, end
+    run = read_run(path)
+    return run.meta, run.rows, run.end
 
 
 def _ordered(benches: Iterable[str]) -> list[str]:
@@ -169,17 +190,83 @@ def _ordered(benches: Iterable[str]) -> list[str]:
     return seen
 
 
-def render(raw_path: Path) -> str:
-    """The Markdown report of one raw results file."""
-    meta, rows, end = read_raw(raw_path)
+# (title, figure prefix) of the sections of framework-against-framework tables, in order
+SECTIONS = (
+    ("Engine (one process)", "local."),
+    ("Distributed runtime (ps + 2 workers on 127.0.0.1)", "dist."),
+    ("Across hosts (ps + 2 workers, each in its own network namespace with its own /dev/shm; "
+     "`tensorgrid.cluster.simhosts`)", "xhost."),
+    ("The master as the cluster grows (simulated tasks in one process; `bench/scale.py`)",
+     "scale."),
+    ("Recovery (LocalCluster: Redis, master, 1 ps, 2 workers; kill -9)", "recovery."),
+    ("Control flow: `tf.while_loop` (`bench/while_loop.py`, `bench/while_loop_dist.py`)",
+     "loops."),
+    ("Checkpoint I/O (`bench/checkpoint_io.py`)", "checkpoint."),
+)
+
+
+def _load(meta: dict[str, Any]) -> str:
+    return str(meta.get("machine", {}).get("loadavg", "?"))
+
+
+def source_lines(current: Run, mine: list[tuple[dict[str, Any], Run]]) -> list[str]:
+    """Which run(s) a section's rows come from: raw file, date, command (and for another run
+    than the rendered one, its load average and repetitions); with several, each one's units."""
+    def one(run: Run) -> str:
+        text = f"`{_rel(run.path)}` ({run.date or '?'}, `{run.meta.get('command', '?')}`"
+        if run is not current:
+            reps = (run.meta.get("settings") or {}).get("reps", "?")
+            text += f"; not this report's run: load average {_load(run.meta)}, {reps} " \
+                    "repetitions"
+        return text + ")"
+
+    units: dict[int, list[str]] = {}
+    runs: dict[int, Run] = {}
+    for row, run in mine:
+        runs[id(run)] = run
+        unit = unit_of(row["bench"], run.units) or row["bench"]
+        if unit not in units.setdefault(id(run), []):
+            units[id(run)].append(unit)
+    if len(runs) == 1:
+        return [f"Figures from {one(next(iter(runs.values())))}.", ""]
+    return ["Figures from several runs:",
+            *(f"- {', '.join(f'`{u}`' for u in units[k])}: {one(run)}" for k, run in runs.items()),
+            ""]
+
+
+def figure_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The tensorgrid / TensorFlow table of a section's rows."""
     by = {(r["bench"], r["framework"]): r for r in rows}
-    benches = _ordered(r["bench"] for r in rows)
+    out = ["| figure | unit | tensorgrid | TensorFlow | slowdown | goal | met | checks "
+           "(tensorgrid) |", "|---|---|---|---|---|---|---|---|"]
+    for b in _ordered(r["bench"] for r in rows if r["framework"] != "baseline"):
+        tg, tf = by.get((b, "tensorgrid")), by.get((b, "tensorflow"))
+        unit = next((r.get("unit") for r in (tg, tf) if r and r.get("unit")), "")
+        ratio = slowdown(tg, tf)
+        goal, met = goal_cell(b, tg, tf)
+        out.append(f"| {figure_title(b, tg or tf)} (`{b}`) | {unit} | {fmt_row(tg)} | "
+                   f"{fmt_row(tf)} | {'-' if ratio is None else f'{ratio:.2f}x'} | {goal} | "
+                   f"{met} | {checks_cell(tg)} |")
+    return [*out, ""]
+
+
+def render(raw_path: Path, history: Path | None = None) -> str:
+    """The Markdown report of one raw results file, with the parts it did not run taken from
+    the newest earlier raw file of ``history`` (default: its folder) that has them."""
+    current = read_run(raw_path)
+    meta, end = current.meta, current.end
+    pairs = merge(current, history)
+    rows = [r for r, _ in pairs]
     m = meta.get("machine", {})
     probes = meta.get("probes", {})
+    lent = _ordered(run.path.name for _, run in pairs if run is not current)
     out: list[str] = ["# Benchmark results", ""]
     out.append("Generated by `bench/report.py` from "
-               f"`{_rel(raw_path)}`; every figure below comes from that run. "
-               "Regenerate with `make bench` (see `bench/README.md`).")
+               f"`{_rel(raw_path)}`"
+               + ("; every figure below comes from that run." if not lent else
+                  f"; the parts that run did not include come from {len(lent)} earlier "
+                  "run(s), the newest that had each part: every section names its run.")
+               + " Regenerate with `make bench` (see `bench/README.md`).")
     out.append("")
     out.append(f"- command: `{meta.get('command', '?')}`")
     out.append(f"- date: {meta.get('date', '?')}, total {fmt(end.get('elapsed_s'))} s, "
@@ -210,33 +297,25 @@ def render(raw_path: Path) -> str:
         out.append(f"- BLAS/OpenMP thread settings in the environment: {m['blas_env']}")
     if meta.get("git"):
         out.append(f"- tensorgrid source: {meta['git']}")
+    if lent:
+        out.append("- the lines above describe this run; a section from another run names it, "
+                   "with its load average")
     out += ["", "Each cell is the median (min-max) over the repetitions. **Slowdown** is how many "
-            "times slower tensorgrid is than TensorFlow in this same run: tensorgrid/TF for "
+            "times slower tensorgrid is than TensorFlow in the same run: tensorgrid/TF for "
             "latencies, TF/tensorgrid for rates; below 1 means tensorgrid is faster. The goal "
-            "applies to tensorgrid's median.", ""]
-    for section, prefix in (("Engine (one process)", "local."), ("Distributed runtime "
-                            "(ps + 2 workers on 127.0.0.1)", "dist."),
-                            ("Across hosts (ps + 2 workers, each in its own network namespace "
-                             "with its own /dev/shm; `tensorgrid.cluster.simhosts`)", "xhost."),
-                            ("The master as the cluster grows (simulated tasks in one process; "
-                             "`bench/scale.py`)", "scale.")):
-        mine = [b for b in benches if b.startswith(prefix)]
+            "applies to tensorgrid's median (a slowdown goal, to that ratio).", ""]
+    for title, prefix in SECTIONS:
+        mine = [(r, run) for r, run in pairs if r["bench"].startswith(prefix)]
         if not mine:
             continue
-        out += [f"## {section}", "",
-                "| figure | unit | tensorgrid | TensorFlow | slowdown | goal | met | checks "
-                "(tensorgrid) |",
-                "|---|---|---|---|---|---|---|---|"]
-        for b in mine:
-            tg, tf = by.get((b, "tensorgrid")), by.get((b, "tensorflow"))
-            unit = next((r.get("unit") for r in (tg, tf) if r and r.get("unit")), "")
-            ratio = slowdown(tg, tf)
-            goal, met = goal_cell(b, tg)
-            out.append(f"| {figure_title(b)} (`{b}`) | {unit} | {fmt_row(tg)} | {fmt_row(tf)} | "
-                       f"{'-' if ratio is None else f'{ratio:.2f}x'} | {goal} | {met} | "
-                       f"{checks_cell(tg)} |")
-        out.append("")
-    out += recovery_section(raw_path, meta, rows)
+        section_rows = [r for r, _ in mine]
+        out += [f"## {title}", "", *source_lines(current, mine)]
+        if prefix == "recovery.":
+            out += recovery_table(section_rows)
+        else:
+            out += figure_table(section_rows)
+        if prefix == "checkpoint.":
+            out += checkpoint_reference(section_rows)
     not_run = [r for r in rows if r.get("status") != "ok"]
     if not_run:
         out += ["## Not measured", "", "| figure | framework | status | why |", "|---|---|---|---|"]
@@ -258,46 +337,49 @@ def render(raw_path: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-def recovery_section(raw_path: Path, meta: dict[str, Any], rows: list[dict[str, Any]]
-                     ) -> list[str]:
-    """The recovery figures (tensorgrid only: kill -9 on a LocalCluster, ``recovery.py``).
-
-    A run without them (``--parts local``, say) shows those of the newest raw file next to
-    ``raw_path`` that has them, saying which run that was."""
-    mine = [r for r in rows if r["bench"].startswith("recovery.")]
-    source = ""
-    if not mine:
-        for other in sorted(raw_path.parent.glob("raw-*.jsonl"), reverse=True):
-            if other.resolve() == raw_path.resolve():
-                continue
-            other_meta, other_rows, _ = read_raw(other)
-            mine = [r for r in other_rows if r["bench"].startswith("recovery.")]
-            if mine:
-                source = (f"From another run: `{_rel(other)}` (command "
-                          f"`{other_meta.get('command', '?')}`, {other_meta.get('date', '?')}, "
-                          f"load average {other_meta.get('machine', {}).get('loadavg', '?')}).")
-                break
-    if not mine:
-        return []
-    out = ["## Recovery (LocalCluster: Redis, master, 1 ps, 2 workers; kill -9)", ""]
-    if source:
-        out += [source, ""]
+def recovery_table(mine: list[dict[str, Any]]) -> list[str]:
+    """The recovery figures (tensorgrid only: kill -9 on a LocalCluster, ``recovery.py``)."""
     settings = next((r.get("settings") for r in mine if r.get("settings")), {}) or {}
-    out += ["`bench/recovery.py` trains an MLP (variables on the ps, compute on both workers) "
-            "under `MonitoredTrainingSession` with a checkpoint every "
-            f"{settings.get('save_checkpoint_steps', '?')} steps and kills a worker, then the "
-            "ps, with SIGKILL while a step runs, once the victim has run "
-            f"{settings.get('victim_min_uptime_s', '?')} s (no crash-loop backoff). Heartbeat "
-            f"every {settings.get('heartbeat_interval_s', '?')} s, dead after "
-            f"{settings.get('heartbeat_timeout_s', '?')} s of silence or two refused polls. "
-            "Each cell is the median (min-max) over the kills.", "",
-            "| figure | unit | tensorgrid | kills | goal | met | checks |",
-            "|---|---|---|---|---|---|---|"]
+    out = ["`bench/recovery.py` trains an MLP (variables on the ps, compute on both workers) "
+           "under `MonitoredTrainingSession` with a checkpoint every "
+           f"{settings.get('save_checkpoint_steps', '?')} steps and kills a worker, then the "
+           "ps, with SIGKILL while a step runs, once the victim has run "
+           f"{settings.get('victim_min_uptime_s', '?')} s (no crash-loop backoff). Heartbeat "
+           f"every {settings.get('heartbeat_interval_s', '?')} s, dead after "
+           f"{settings.get('heartbeat_timeout_s', '?')} s of silence or two refused polls. "
+           "Each cell is the median (min-max) over the kills.", "",
+           "| figure | unit | tensorgrid | kills | goal | met | checks |",
+           "|---|---|---|---|---|---|---|"]
     for r in mine:
         goal, met = goal_cell(r["bench"], r)
         n = r.get("n", "-") if r.get("status") == "ok" else "-"
         out.append(f"| {figure_title(r['bench'])} (`{r['bench']}`) | {r.get('unit', '')} | "
                    f"{fmt_row(r)} | {n} | {goal} | {met} | {checks_cell(r)} |")
+    out.append("")
+    return out
+
+
+def checkpoint_reference(mine: list[dict[str, Any]]) -> list[str]:
+    """The plain writes of the checkpoint's bytes (no framework), and each framework's save as
+    a share of them."""
+    base = [r for r in mine if r["framework"] == "baseline"]
+    if not base:
+        return []
+    saves = {r["framework"]: r for r in mine
+             if r["bench"] == "checkpoint.save" and r.get("status") == "ok"}
+    out = ["Reference: the same bytes written from numpy by two threads at once, as the two ps "
+           "do, no checksum (before tensorgrid and again after TensorFlow, both runs in one "
+           "row); each framework's save as a share of it.", "",
+           "| reference | unit | plain write | tensorgrid save | TensorFlow save |",
+           "|---|---|---|---|---|"]
+    for r in base:
+        shares = []
+        for fw in ("tensorgrid", "tensorflow"):
+            save = saves.get(fw)
+            ok = save is not None and r.get("status") == "ok" and r["median"]
+            shares.append(f"{save['median'] / r['median']:.0%}" if ok and save else "-")
+        out.append(f"| {figure_title(r['bench'], r)} (`{r['bench']}`) | {r.get('unit', '')} | "
+                   f"{fmt_row(r)} | {shares[0]} | {shares[1]} |")
     out.append("")
     return out
 
@@ -313,8 +395,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("raw", type=Path)
     p.add_argument("--out", type=Path, default=BENCH_DIR / "RESULTS.md")
+    p.add_argument("--history", type=Path, default=None,
+                   help="where earlier raw files are (default: the raw file's folder)")
     a = p.parse_args(argv)
-    a.out.write_text(render(a.raw))
+    a.out.write_text(render(a.raw, a.history))
     print(f"wrote {a.out}")
     return 0
 

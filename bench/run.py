@@ -24,16 +24,24 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+import checkpoint_io
 import dist
 import local
 import recovery
 import report
 import scale
+import while_loop
+import while_loop_dist
 import xhost
 from common import BENCH_DIR, FRAMEWORKS, REPO_ROOT, RESULTS_DIR, Settings, info, tf_python
 
 UNITS = ([f"local.{b}" for b in local.BENCHES] + [f"dist.{u}" for u in dist.UNITS]
-         + [f"xhost.{u}" for u in xhost.UNITS] + ["scale", "recovery"])
+         + [f"xhost.{u}" for u in xhost.UNITS] + ["scale", "recovery", "loops.local",
+                                                   "loops.dist", "checkpoint"])
+# the loop across processes: ~1 ms per iteration on 2 loaded cores, so 10,000 iterations take
+# ~10 s a repetition; 5 repetitions keep the part near two minutes for both frameworks
+LOOPS_DIST_REPS = 5
+LOOPS_DIST_QUICK_ITERS = 1000
 
 
 def select_units(selectors: str) -> list[str]:
@@ -162,6 +170,20 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             write_rows(f, recovery.run(s, frameworks, log_dir))
             info(f"recovery part: {time.perf_counter() - t0:.0f} s")
+        if "loops.local" in units:  # tf.while_loop, one process
+            t0 = time.perf_counter()
+            write_rows(f, while_loop.run(s, frameworks, log_dir))
+            info(f"loops.local part: {time.perf_counter() - t0:.0f} s")
+        if "loops.dist" in units:  # tf.while_loop whose body spans a ps and a worker
+            t0 = time.perf_counter()
+            iters = LOOPS_DIST_QUICK_ITERS if s.quick else while_loop_dist.ITERS
+            write_rows(f, while_loop_dist.run(s, frameworks, log_dir, iters,
+                                              min(s.reps, LOOPS_DIST_REPS)))
+            info(f"loops.dist part: {time.perf_counter() - t0:.0f} s")
+        if "checkpoint" in units:  # save and restore of 1 GB over 2 ps, and plain writes
+            t0 = time.perf_counter()
+            write_rows(f, checkpoint_io.run(s, frameworks, log_dir))
+            info(f"checkpoint part: {time.perf_counter() - t0:.0f} s")
         write_rows(f, [{"kind": "end", "elapsed_s": time.perf_counter() - started}])
     a.report.write_text(report.render(raw_path))
     info(f"raw results: {raw_path}")
