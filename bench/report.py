@@ -176,12 +176,6 @@ def checks_cell(row: dict[str, Any] | None) -> str:
     return text
 
 
-def read_raw(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
-    """(meta, result rows, end) of a raw file."""
-    run = read_run(path)
-    return run.meta, run.rows, run.end
-
-
 def _ordered(benches: Iterable[str]) -> list[str]:
     seen: list[str] = []
     for b in benches:

@@ -1,10 +1,12 @@
 """Run the benchmark suite: tensorgrid and TensorFlow side by side, then write the report.
 
-    python bench/run.py [--parts all|local|dist|local.mlp|dist.train.mlp|...] [--quick]
+    python bench/run.py [--parts all|local|dist|local.mlp|dist.train.mlp|loops|checkpoint|...]
+        [--quick]
     make bench [BENCH=local,dist.seed]
 
 Writes the raw rows to ``bench/results/raw-<date>.jsonl`` (a ``meta`` line first, an ``end`` line
-last) and regenerates ``bench/RESULTS.md`` from them. TensorFlow runs when its venv exists
+last) and regenerates ``bench/RESULTS.md`` from them (the parts not run keep the figures of the
+newest earlier raw file that has them: ``history.py``). TensorFlow runs when its venv exists
 (``.venv-tf/bin/python`` or ``TENSORGRID_TF_PYTHON``); otherwise tensorgrid runs alone and the report
 says so. Each part runs in child processes with bounded time, stopped by PID.
 """
