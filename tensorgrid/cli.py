@@ -236,18 +236,10 @@ def master(
     run_master(settings, log_level)
 
 
-def _task(default_job: str, cluster: str | None, job: str | None, task: int | None,
-          bind: str | None, master_address: str | None, heartbeat_interval: float | None,
-          grace: float | None, log_level: str, insecure: bool | None = None,
-          tls: tuple[Path | None, Path | None, Path | None] = (None, None, None)) -> None:
+def _task(default_job: str, log_level: str, **flags: Any) -> None:
     from services.worker.cli import run_task, task_settings  # lazy: a task's servers
 
-    tls_cert, tls_key, tls_ca = tls
-    settings = task_settings(default_job, cluster=cluster, job=job, task=task, bind=bind,
-                             master=master_address, heartbeat_interval_s=heartbeat_interval,
-                             grace=grace, insecure=insecure, tls_cert=tls_cert, tls_key=tls_key,
-                             tls_ca=tls_ca)
-    raise typer.Exit(run_task(settings, log_level))
+    raise typer.Exit(run_task(task_settings(default_job, **flags), log_level))
 
 
 TaskOpt = Annotated[int | None, typer.Option(
@@ -275,10 +267,10 @@ def worker(cluster: ClusterOpt = None, task: TaskOpt = None,
            insecure: InsecureOpt = None, tls_cert: cli_http.TlsCertOpt = None,
            tls_key: cli_http.TlsKeyOpt = None, tls_ca: cli_http.TlsCaOpt = None,
            log_level: LogLevelOpt = "info") -> None:
-    """Serve one worker task (python -m services.worker) until SIGTERM or Ctrl-C; with
-    --tls-cert/--tls-key/--tls-ca its gRPC and data plane speak mutual TLS."""
-    _task("worker", cluster, job, task, bind, master_address, heartbeat_interval, grace,
-          log_level, insecure, (tls_cert, tls_key, tls_ca))
+    """Serve one worker task (python -m services.worker) until SIGTERM or Ctrl-C."""
+    _task("worker", log_level, cluster=cluster, job=job, task=task, bind=bind,
+          master=master_address, heartbeat_interval_s=heartbeat_interval, grace=grace,
+          insecure=insecure, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca)
 
 
 @app.command()
@@ -287,10 +279,10 @@ def ps(cluster: ClusterOpt = None, task: TaskOpt = None, bind: BindOpt = None,
        grace: GraceOpt = None, insecure: InsecureOpt = None,
        tls_cert: cli_http.TlsCertOpt = None, tls_key: cli_http.TlsKeyOpt = None,
        tls_ca: cli_http.TlsCaOpt = None, log_level: LogLevelOpt = "info") -> None:
-    """Serve one parameter-server task (python -m services.ps) until SIGTERM or Ctrl-C; with
-    --tls-cert/--tls-key/--tls-ca its gRPC and data plane speak mutual TLS."""
-    _task("ps", cluster, "ps", task, bind, master_address, heartbeat_interval, grace, log_level,
-          insecure, (tls_cert, tls_key, tls_ca))
+    """Serve one parameter-server task (python -m services.ps) until SIGTERM or Ctrl-C."""
+    _task("ps", log_level, cluster=cluster, job="ps", task=task, bind=bind,
+          master=master_address, heartbeat_interval_s=heartbeat_interval, grace=grace,
+          insecure=insecure, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca)
 
 
 @app.command()
