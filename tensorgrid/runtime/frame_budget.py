@@ -10,8 +10,9 @@ once the loop has moved past them, and a loop may run any number of iterations. 
   its declared bytes), one of run-time shape is measured after; either adds its bytes to the
   step and to its iteration;
 * an iteration's tensors live until the next iteration is done (the loop variables it hands on
-  are read there), then they are released; a finished loop releases what is left, and the values
-  its ``Exit`` nodes deliver count in the enclosing iteration;
+  are read there), then they are released (the general runner may run up to
+  ``parallel_iterations`` iterations side by side: each holds its own until then); a finished loop releases what is left, but for the
+  values its ``Exit`` nodes deliver: their bytes move to the enclosing iteration;
 * what a loop keeps of past iterations counts while it is kept: a ``StackPushV2`` (the stacks a
   gradient loop fills) or a TensorArray write/scatter/split adds the stored value's bytes to the
   step, checked before it is stored; a ``StackPopV2`` moves the popped tensor from the step's kept
@@ -109,14 +110,14 @@ class FrameBudget:
         if step.tensor_bytes > self.limit:
             raise over(self.limit, step.tensor_bytes, "with this node's outputs")
 
-    def exited(self, step: Any, parent_it: Any, value: Any) -> None:
-        """An ``Exit``'s value reaches the enclosing iteration (the loop's own tensors are
-        released when the loop is done).
-
-        Raises:
-            ResourceExhaustedError: the step went over the budget.
-        """
-        self.measured((COUNT, None, -1), step, parent_it, value)
+    @staticmethod
+    def exited(it: Any, parent_it: Any, value: Any) -> None:
+        """An ``Exit`` hands a value of iteration ``it`` to the enclosing iteration: its bytes
+        move there (the step's total is unchanged), so they stay live when the loop's own
+        tensors are released."""
+        nbytes = value_bytes(value)
+        it.bytes -= nbytes
+        parent_it.bytes += nbytes
 
     # ---------------------------------------------------------------- compiled loops
     def loop_line(self, entry: Entry, lhs: str, call: str, args: list[str]) -> str:

@@ -281,7 +281,7 @@ class FramePlan:
             if kind in (_ENTER, _EXIT, _NEXT):
                 result: Any = args[0]
                 if kind == _EXIT and self._budget is not None:
-                    self._budget.exited(step, it.frame.parent_iter, result)
+                    self._budget.exited(it, it.frame.parent_iter, result)
             elif kind == _ARG:
                 result = step.args[item.ret_index]
             elif kind == _RETVAL:

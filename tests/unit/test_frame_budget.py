@@ -130,3 +130,37 @@ def test_a_gradient_loop_s_stacks_are_counted() -> None:
         _run(small, xs, np.int32(20))
     assert info.value.op_type == "StackPushV2", info.value
     np.testing.assert_allclose(_run(small, xs, np.int32(3))[0], _run(big, xs, np.int32(3))[0])
+
+
+def test_a_finished_loop_leaves_only_what_it_returned_counted() -> None:
+    n, total = _per_iteration_loop()
+    exe = _exe([n], [total], 6 * MiB)
+    step = exe.new_step(args=[np.int32(20)])
+    exe.run_sync(step)
+    assert 0 <= step.tensor_bytes < 1024  # 20 MiB made, all released; a scalar returned
+
+
+def test_nested_loops_are_counted_and_released() -> None:
+    n = tf.placeholder(tf.int32, [], name="n")
+
+    def outer(j: Any, acc: Any) -> Any:
+        def inner(i: Any, t: Any) -> Any:
+            big = tf.add(tf.zeros([ROW]), tf.cast(i + j, tf.float32), name="inner_big")
+            return i + 1, t + tf.reduce_sum(big)
+
+        _, t = tf.while_loop(lambda i, t: i < n, inner, [tf.constant(0), tf.constant(0.0)])
+        return j + 1, acc + t
+
+    _, total = tf.while_loop(lambda j, a: j < 3, outer, [tf.constant(0), tf.constant(0.0)])
+    nodes = tf.get_default_graph().as_graph_def().nodes
+    plan = build_plan(nodes, infer_graph(nodes), [n.name], [total.name], [], [CPU], CPU)
+    (part,) = plan.partitions.values()
+    fits, over = (Executable(part, {CPU: LocalDevice(CPU)}, CPU, plan.specs, memory_budget=b)
+                  for b in (16 * MiB, MiB // 2))
+    want = ROW * sum(i + j for j in range(3) for i in range(5))
+    # 15 MiB made; live at once: a few (compiled), up to the 5 iterations of an inner loop
+    # running side by side (the general runner's parallel_iterations)
+    assert _run(fits, np.int32(5))[0] == pytest.approx(want)
+    with pytest.raises(errors.ResourceExhaustedError) as info:
+        _run(over, np.int32(5))
+    assert info.value.node_name.endswith("inner_big")
