@@ -156,7 +156,7 @@ def test_nested_loops_are_counted_and_released() -> None:
     plan = build_plan(nodes, infer_graph(nodes), [n.name], [total.name], [], [CPU], CPU)
     (part,) = plan.partitions.values()
     fits, over = (Executable(part, {CPU: LocalDevice(CPU)}, CPU, plan.specs, memory_budget=b)
-                  for b in (16 * MiB, MiB // 2))
+                  for b in (10 * MiB, MiB // 2))
     want = ROW * sum(i + j for j in range(3) for i in range(5))
     # 15 MiB made; live at once: a few (compiled), up to the 5 iterations of an inner loop
     # running side by side (the general runner's parallel_iterations)
