@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PROTO_SRC := $(wildcard protos/tensorgrid/*.proto)
 PYTEST_ARGS ?=
 
-.PHONY: install test unit lint format typecheck protos protos-check demo bench clean browser-deps secret up
+.PHONY: install test unit lint format typecheck protos protos-check demo bench clean browser-deps secret up certs up-tls
 
 install: $(STAMP)
 
@@ -76,6 +76,21 @@ secret: install
 
 up: secret
 	docker compose up -d --build
+
+# TLS for docker compose (docker-compose.tls.yml): the cluster's CA and one certificate per
+# service in .tensorgrid-tls (keys 0600, ignored by git and docker), made once; delete the
+# directory to make new ones. The services run as the user who owns the keys.
+TLS_DIR := .tensorgrid-tls
+COMPOSE_CLUSTER := {"ps": ["ps:2222"], "worker": ["worker0:2222", "worker1:2222"]}
+
+certs: $(TLS_DIR)/ca.pem
+
+$(TLS_DIR)/ca.pem: | install
+	$(VENV)/bin/tensorgrid certs --out $(TLS_DIR) --cluster '$(COMPOSE_CLUSTER)' --master-host master
+
+up-tls: secret certs
+	TENSORGRID_UID=$$(id -u) TENSORGRID_GID=$$(id -g) \
+		docker compose -f docker-compose.yml -f docker-compose.tls.yml up -d --build
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .protos-check

@@ -236,15 +236,10 @@ def master(
     run_master(settings, log_level)
 
 
-def _task(default_job: str, cluster: str | None, job: str | None, task: int | None,
-          bind: str | None, master_address: str | None, heartbeat_interval: float | None,
-          grace: float | None, log_level: str, insecure: bool | None = None) -> None:
+def _task(default_job: str, log_level: str, **flags: Any) -> None:
     from services.worker.cli import run_task, task_settings  # lazy: a task's servers
 
-    settings = task_settings(default_job, cluster=cluster, job=job, task=task, bind=bind,
-                             master=master_address, heartbeat_interval_s=heartbeat_interval,
-                             grace=grace, insecure=insecure)
-    raise typer.Exit(run_task(settings, log_level))
+    raise typer.Exit(run_task(task_settings(default_job, **flags), log_level))
 
 
 TaskOpt = Annotated[int | None, typer.Option(
@@ -269,20 +264,25 @@ def worker(cluster: ClusterOpt = None, task: TaskOpt = None,
                help="job name (default: $TENSORGRID_JOB or worker)", show_default=False)] = None,
            bind: BindOpt = None, master_address: MasterGrpcOpt = None,
            heartbeat_interval: IntervalOpt = None, grace: GraceOpt = None,
-           insecure: InsecureOpt = None, log_level: LogLevelOpt = "info") -> None:
+           insecure: InsecureOpt = None, tls_cert: cli_http.TlsCertOpt = None,
+           tls_key: cli_http.TlsKeyOpt = None, tls_ca: cli_http.TlsCaOpt = None,
+           log_level: LogLevelOpt = "info") -> None:
     """Serve one worker task (python -m services.worker) until SIGTERM or Ctrl-C."""
-    _task("worker", cluster, job, task, bind, master_address, heartbeat_interval, grace,
-          log_level, insecure)
+    _task("worker", log_level, cluster=cluster, job=job, task=task, bind=bind,
+          master=master_address, heartbeat_interval_s=heartbeat_interval, grace=grace,
+          insecure=insecure, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca)
 
 
 @app.command()
 def ps(cluster: ClusterOpt = None, task: TaskOpt = None, bind: BindOpt = None,
        master_address: MasterGrpcOpt = None, heartbeat_interval: IntervalOpt = None,
        grace: GraceOpt = None, insecure: InsecureOpt = None,
-       log_level: LogLevelOpt = "info") -> None:
+       tls_cert: cli_http.TlsCertOpt = None, tls_key: cli_http.TlsKeyOpt = None,
+       tls_ca: cli_http.TlsCaOpt = None, log_level: LogLevelOpt = "info") -> None:
     """Serve one parameter-server task (python -m services.ps) until SIGTERM or Ctrl-C."""
-    _task("ps", cluster, "ps", task, bind, master_address, heartbeat_interval, grace, log_level,
-          insecure)
+    _task("ps", log_level, cluster=cluster, job="ps", task=task, bind=bind,
+          master=master_address, heartbeat_interval_s=heartbeat_interval, grace=grace,
+          insecure=insecure, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca)
 
 
 @app.command()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -86,11 +87,21 @@ def build_app(default_job: str) -> typer.Typer:
         insecure: Annotated[bool | None, typer.Option(
             "--insecure", help="serve on a non-loopback address without a bearer token "
                                "(default: $TENSORGRID_INSECURE)", show_default=False)] = None,
+        tls_cert: Annotated[Path | None, typer.Option(
+            help="this task's TLS certificate (PEM; `tensorgrid certs` makes them; default: "
+                 "$TENSORGRID_TLS_CERT)", show_default=False)] = None,
+        tls_key: Annotated[Path | None, typer.Option(
+            help="the certificate's key (default: $TENSORGRID_TLS_KEY)", show_default=False)
+        ] = None,
+        tls_ca: Annotated[Path | None, typer.Option(
+            help="the cluster's CA: with the certificate and key, gRPC and the data plane speak "
+                 "mutual TLS (default: $TENSORGRID_TLS_CA)", show_default=False)] = None,
         log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     ) -> None:
         settings = task_settings(cluster=cluster, job=job, task=task, bind=bind, master=master,
                                  heartbeat_interval_s=heartbeat_interval, token=token,
-                                 grace=grace, insecure=insecure, default_job=default_job)
+                                 grace=grace, insecure=insecure, tls_cert=tls_cert,
+                                 tls_key=tls_key, tls_ca=tls_ca, default_job=default_job)
         raise typer.Exit(run_task(settings, log_level))
 
     return app

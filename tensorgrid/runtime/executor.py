@@ -44,6 +44,7 @@ from tensorgrid.core.registry import AsyncKernel, KernelContext, StepKernel, Ten
 from tensorgrid.core.variable import VarRef
 from tensorgrid.runtime import memory_budget as mb
 from tensorgrid.runtime.codegen import straight_line
+from tensorgrid.runtime.frame_budget import FrameBudget
 from tensorgrid.runtime.frame_graph import needs_frames
 from tensorgrid.runtime.frames import FramePlan
 from tensorgrid.runtime.resources import ResourceMgr
@@ -204,7 +205,10 @@ class Executable:
         self._lines: dict[int, int] = {}
         self._frames: FramePlan | None = None
         if needs_frames([cn.node for cn in self.nodes]):
-            self._frames = FramePlan(self.nodes, self._located)
+            # control flow counts its step tensors as it runs (``frame_budget``)
+            fbud = None if memory_budget is None else FrameBudget(memory_budget, {
+                cn.node.name: mb.declared_bytes(s) for cn, (m, s) in zip(self.nodes, makes) if m})
+            self._frames = FramePlan(self.nodes, self._located, budget=fbud)
         elif not self.has_async and len(self.nodes) <= CODEGEN_LIMIT:
             self._sync_fn, self._filename, self._lines = straight_line(
                 self.nodes, _deref, _STEP, self.budget, f"{id(self):x}")

@@ -35,8 +35,8 @@ class FrameNode:
     """What the runner knows of one node, computed once."""
 
     __slots__ = (
-        "base", "child", "cn", "ctrl_edges", "frame", "is_constant", "kind", "local", "multi",
-        "n_back", "n_fwd", "n_in", "name", "out_edges", "pending0", "plain", "ret_index",
+        "base", "child", "cn", "ctrl_edges", "frame", "is_constant", "kind", "local", "mem",
+        "multi", "n_back", "n_fwd", "n_in", "name", "out_edges", "pending0", "plain", "ret_index",
     )
 
     def __init__(self, cn: Any) -> None:
@@ -58,6 +58,7 @@ class FrameNode:
         self.ret_index = int(cn.node.attrs["index"]) if self.kind in (ARG, RETVAL) else -1
         # the kernel returns a tuple of outputs (the executor's rule: more than one output slot)
         self.multi = self.kind in (SWITCH, MERGE) or len(cn.out_slots) > 1
+        self.mem: Any = None  # what the step budget does here (``frame_budget.Entry``)
 
 
 class FrameInfo:

@@ -45,6 +45,7 @@ import numpy as np
 from tensorgrid.core import errors
 from tensorgrid.core.ir import DEAD
 from tensorgrid.core.variable import VarRef
+from tensorgrid.runtime.frame_budget import FrameBudget
 from tensorgrid.runtime.frame_graph import ARG as _ARG
 from tensorgrid.runtime.frame_graph import ENTER as _ENTER
 from tensorgrid.runtime.frame_graph import EXIT as _EXIT
@@ -67,7 +68,7 @@ _PLAIN, _STEP, _ASYNC = 0, 1, 2
 class _Iter:
     """One iteration of one frame instance: its pending counts, dead counts and input buffers."""
 
-    __slots__ = ("children", "dead", "frame", "id", "inputs", "outstanding", "pending")
+    __slots__ = ("bytes", "children", "dead", "frame", "id", "inputs", "outstanding", "pending")
 
     def __init__(self, frame: _Frame, iter_id: int) -> None:
         info = frame.info
@@ -78,12 +79,13 @@ class _Iter:
         self.inputs: list[Any] = [None] * info.n_inputs
         self.outstanding = 0
         self.children: dict[int, _Frame] = {}
+        self.bytes = 0  # what its nodes made, under a step budget (``frame_budget``)
 
 
 class _Frame:
     """One instance of a frame (a loop entered from one iteration of its parent)."""
-    __slots__ = ("count", "deferred", "info", "invariants", "iters", "key", "live_exits",
-                 "oldest", "parent_iter", "pending_enters")
+    __slots__ = ("count", "deferred", "held", "info", "invariants", "iters", "key", "live_exits",
+                 "oldest", "parent_iter", "pending_enters", "step")
 
     def __init__(self, info: FrameInfo, parent_iter: _Iter | None) -> None:
         self.info = info
@@ -99,6 +101,8 @@ class _Frame:
         self.invariants: list[tuple[_Item, Any]] = []
         self.live_exits: set[_Item] = set()
         self.deferred: list[tuple[_Item, Any]] = []
+        self.step: Any = None if parent_iter is None else parent_iter.frame.step
+        self.held = 0  # the bytes of the last iteration deleted, live until the next one is
 
 
 class FramePlan:
@@ -107,6 +111,7 @@ class FramePlan:
     Args:
         nodes: the executor's nodes (``executor._Node``) in topological order (back edges aside).
         located: maps an exception raised by a node's kernel to the error to raise (naming it).
+        budget: the task's per-step tensor budget, or None (``frame_budget``).
 
     Raises:
         InvalidArgumentError: a node reads from two different frames, or an Exit or NextIteration
@@ -115,15 +120,16 @@ class FramePlan:
 
     def __init__(self, nodes: Sequence[Any],
                  located: Callable[[BaseException, Any], BaseException],
-                 compile_simple_loops: bool = True) -> None:
+                 compile_simple_loops: bool = True, budget: FrameBudget | None = None) -> None:
         self._located = located
+        self._budget = budget
         self._adopt(FrameGraph(nodes))
         self.compiled_loops = 0
         if compile_simple_loops and len(self.frames) > 1:
             frame_of = {it.name: it.frame for it in self.items}
             parents = [f.parent for f in self.frames]
             child_of_enter = {it.name: it.child for it in self.items if it.kind == _ENTER}
-            new_nodes = compile_loops(nodes, frame_of, parents, child_of_enter, located)
+            new_nodes = compile_loops(nodes, frame_of, parents, child_of_enter, located, budget)
             self.compiled_loops = sum(1 for cn in new_nodes if cn.node.op == "_Loop")
             if self.compiled_loops:
                 self._adopt(FrameGraph(new_nodes))
@@ -132,6 +138,9 @@ class FramePlan:
         self.items = graph.items
         self.frames = graph.frames
         self._roots = graph.roots
+        for item in self.items:
+            item.mem = self._budget.entry(item.cn) if self._budget is not None and \
+                item.kind in (_NORMAL, _RECV) and item.cn.static is None else None
 
     def run(self, step: Any) -> list[Any]:
         """Run one step whose kernels never wait; returns ``step.rets``.
@@ -140,7 +149,7 @@ class FramePlan:
             OpError: a kernel failed (naming the node), a fetched tensor is dead, or nodes were
                 left waiting for inputs that never came.
         """
-        root, ready = self._start()
+        root, ready = self._start(step)
         trace = step.trace
         while ready:
             item, it = ready.popleft()
@@ -152,7 +161,7 @@ class FramePlan:
 
     async def run_async(self, step: Any) -> list[Any]:
         """Run one step, awaiting async kernels (Recv, queues) without blocking ready nodes."""
-        root, ready = self._start()
+        root, ready = self._start(step)
         tasks: dict[asyncio.Future[Any], tuple[_Item, _Iter]] = {}
         loop = asyncio.get_running_loop()
 
@@ -175,6 +184,8 @@ class FramePlan:
             else:
                 try:
                     value = fut.result()
+                    if item.mem is not None and value is not DEAD:
+                        self._budget.measured(item.mem, step, it, value)  # type: ignore[union-attr]
                     self._propagate(item, it, value, value is DEAD, ready)
                     self._done_one(it, ready)
                 except Exception as exc:  # noqa: BLE001
@@ -208,8 +219,9 @@ class FramePlan:
             raise failure[0]
         return self._finish(root, step)
 
-    def _start(self) -> tuple[_Frame, deque[tuple[_Item, _Iter]]]:
+    def _start(self, step: Any) -> tuple[_Frame, deque[tuple[_Item, _Iter]]]:
         root = _Frame(self.frames[0], None)
+        root.step = step
         it0 = root.iters[0]
         ready: deque[tuple[_Item, _Iter]] = deque((item, it0) for item in self._roots)
         it0.outstanding = len(self._roots)
@@ -268,6 +280,8 @@ class FramePlan:
                 args = []
             if kind in (_ENTER, _EXIT, _NEXT):
                 result: Any = args[0]
+                if kind == _EXIT and self._budget is not None:
+                    self._budget.exited(it, it.frame.parent_iter, result)
             elif kind == _ARG:
                 result = step.args[item.ret_index]
             elif kind == _RETVAL:
@@ -286,6 +300,8 @@ class FramePlan:
                 return
             elif cn.static is not None:
                 result = cn.static
+            elif item.mem is not None and cn.kind != _ASYNC:
+                result = self._budget.run(item.mem, step, it, cn, args)  # type: ignore[union-attr]
             elif cn.kind == _PLAIN:
                 result = cn.fn(*args)
             elif cn.kind == _STEP:
@@ -429,6 +445,9 @@ class FramePlan:
                     break
                 del frame.iters[frame.oldest]
                 frame.oldest += 1
+                if it.bytes or frame.held:  # its tensors live until the next iteration is done
+                    frame.step.tensor_bytes -= frame.held
+                    frame.held = it.bytes
                 if frame.deferred:
                     nxt = self._new_iteration(frame, ready)
                     deferred, frame.deferred = frame.deferred, []
@@ -436,6 +455,8 @@ class FramePlan:
                         self._activate_all(item, nxt, value, False, ready)
             if frame.iters:
                 return
+            if frame.held:
+                frame.step.tensor_bytes -= frame.held
             parent_it = frame.parent_iter
             assert parent_it is not None
             for exit_item in frame.info.exits:

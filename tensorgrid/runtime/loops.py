@@ -32,6 +32,7 @@ import numpy as np
 from tensorgrid.core import errors
 from tensorgrid.core.ir import DEAD, NodeDef, parse_input, topological_order
 from tensorgrid.core.variable import VarRef
+from tensorgrid.runtime import frame_budget as fb
 
 _PLAIN, _STEP, _ASYNC = 0, 1, 2
 _ENTERS = ("Enter", "RefEnter")
@@ -62,7 +63,8 @@ def _truth(value: Any, node: str) -> bool:
 
 def compile_loops(nodes: Sequence[Any], frame_of: dict[str, int], parents: Sequence[int],
                   child_of_enter: dict[str, int],
-                  located: Callable[[BaseException, Any], BaseException]) -> list[Any]:
+                  located: Callable[[BaseException, Any], BaseException],
+                  budget: fb.FrameBudget | None = None) -> list[Any]:
     """Replace every simple loop frame (innermost first) by one node running it as a python loop.
 
     Args:
@@ -70,6 +72,8 @@ def compile_loops(nodes: Sequence[Any], frame_of: dict[str, int], parents: Seque
         frame_of: each node's frame id (0 is the root); ``parents[fid]`` is a frame's parent.
         child_of_enter: each Enter node's frame id.
         located: maps an exception of a node's kernel to the error naming that node.
+        budget: the task's per-step tensor budget (each node's line then checks it:
+            ``frame_budget``), or None.
 
     Returns:
         The nodes, with each compiled frame's Enter, inner and Exit nodes replaced by its loop
@@ -84,7 +88,7 @@ def compile_loops(nodes: Sequence[Any], frame_of: dict[str, int], parents: Seque
     current = list(nodes)
     frame_of = dict(frame_of)
     for fid in sorted(range(1, len(parents)), key=lambda f: -depth[f]):
-        compiled = _compile_frame(current, frame_of, fid, child_of_enter, located)
+        compiled = _compile_frame(current, frame_of, fid, child_of_enter, located, budget)
         if compiled is not None:
             current, loop_node = compiled
             frame_of[loop_node.node.name] = parents[fid]
@@ -93,7 +97,8 @@ def compile_loops(nodes: Sequence[Any], frame_of: dict[str, int], parents: Seque
 
 def _compile_frame(nodes: list[Any], frame_of: dict[str, int], fid: int,
                    child_of_enter: dict[str, int],
-                   located: Callable[[BaseException, Any], BaseException]) -> Any:
+                   located: Callable[[BaseException, Any], BaseException],
+                   budget: fb.FrameBudget | None) -> Any:
     enters = [cn for cn in nodes if child_of_enter.get(cn.node.name) == fid]
     inner = [cn for cn in nodes if frame_of.get(cn.node.name) == fid]
     if not enters or not inner:
@@ -101,7 +106,7 @@ def _compile_frame(nodes: list[Any], frame_of: dict[str, int], fid: int,
     plan = _analyze(enters, inner, nodes)
     if plan is None:
         return None
-    generated = _generate(plan, located)
+    generated = _generate(plan, located, budget)
     if generated is None:
         return None
     fn, kind = generated
@@ -272,12 +277,12 @@ def _dead_next(name: str) -> errors.OpError:
         op_type="NextIteration")
 
 
-def _generate(plan: dict[str, Any], located: Callable[[BaseException, Any], BaseException]
-              ) -> tuple[Callable[..., Any], int] | None:
+def _generate(plan: dict[str, Any], located: Callable[[BaseException, Any], BaseException],
+              budget: fb.FrameBudget | None = None) -> tuple[Callable[..., Any], int] | None:
     """Write the loop as python source and compile it; returns (function, how it is called),
     or None when a value the loop itself needs could be dead (the general runner takes it)."""
     env: dict[str, Any] = {"_deref": _deref, "_truth": _truth, "DEAD": DEAD,
-                           "_merge_live": _merge_live, "_dead_next": _dead_next}
+                           "_merge_live": _merge_live, "_dead_next": _dead_next, **fb.LOOP_ENV}
     enters, inner = plan["enters"], plan["inner"]
     enter_index = plan["enter_index"]
     cond_switches, cond_merges = plan["cond_switches"], plan["cond_merges"]
@@ -394,13 +399,16 @@ def _generate(plan: dict[str, Any], located: Callable[[BaseException, Any], Base
         else:
             env[f"k{i}"] = cn.fn
             call = f"k{i}({', '.join((['step'] if cn.kind == _STEP else []) + args)})"
+        entry = budget.entry(cn) if budget is not None and cn.static is None else None
+        line = f"{lhs} = {call}" if entry is None else budget.loop_line(  # type: ignore[union-attr]
+            entry, lhs, call, args)
         if g_all == frozenset():
-            target.append(([f"{lhs} = {call}"], cn))
+            target.append(([line], cn))
         else:
             target.append(([f"if {' or '.join(dead_checks) or 'False'}:",
                             f"    {' = '.join(names)} = DEAD",
                             "else:",
-                            f"    {lhs} = {call}"], cn))
+                            f"    {line}"], cn))
     # the back edges: each Merge takes its NextIteration's value
     next_of_merge = []
     for m in plan["merges"]:
@@ -411,7 +419,11 @@ def _generate(plan: dict[str, Any], located: Callable[[BaseException, Any], Base
     for m in plan["merges"]:
         a = parse_input(m.node.inputs[0])[0]
         lines.append(f"    {merge_var[m.node.name]} = a{enter_index[a]}")
+    if budget is not None:
+        lines.append("    " + fb.LOOP_START)
     lines.append("    while True:")
+    if budget is not None:
+        lines.append("        " + fb.LOOP_NEXT)
     src_line: dict[int, Any] = {}
     for stmts, cn in pre + body:
         for stmt in stmts:
@@ -420,6 +432,8 @@ def _generate(plan: dict[str, Any], located: Callable[[BaseException, Any], Base
     if next_of_merge:
         lines.append("        " + ", ".join(m for m, _ in next_of_merge) + " = "
                      + ", ".join(v for _, v in next_of_merge))
+    if budget is not None:
+        lines.append("    " + fb.LOOP_END)
     if len(exits) == 1:
         lines.append(f"    return {exits[0]}")
     else:

@@ -73,3 +73,26 @@ def test_a_step_over_the_budget_fails_naming_the_node_and_the_task_goes_on(
     assert r.status_code == 200 and r.json()["results"]["near"]["values"][:2] == [4.0, 4.0]
     status = master.http.get("/v1/cluster").json()
     assert all(t["state"] == "alive" for t in status["tasks"]), status
+
+
+def test_a_loop_over_the_budget_fails_naming_the_node_and_the_task_goes_on(
+        budgeted, make_master) -> None:
+    def build() -> None:
+        with tf.device(WORKER):
+            x = tf.placeholder(tf.float32, [None], name="x")
+            _, v = tf.while_loop(lambda i, v: i < 3,
+                                 lambda i, v: (i + 1, tf.concat([v, v], 0, name="grow")),
+                                 [tf.constant(0), x],
+                                 shape_invariants=[tf.TensorShape([]), tf.TensorShape([None])])
+            tf.reduce_sum(v, name="total")
+
+    master = make_master(budgeted.spec, max_request_bytes=16 * 1024 * 1024)
+    sid = master.http.post("/v1/sessions", json={"graph": graph_json(build)}).json()["session_id"]
+    # each iteration doubles the fed 2 MiB: measured inside the loop, the first doubling is over
+    err = assert_error(_run(master, sid, "total", 512 * 1024), 413, "RESOURCE_EXHAUSTED",
+                       "too_large", node="while/grow")
+    assert "step_memory_bytes" in err["message"], err
+    r = _run(master, sid, "total", 1000)
+    assert r.status_code == 200 and r.json()["results"]["total"]["values"] == 8000.0, r.text
+    status = master.http.get("/v1/cluster").json()
+    assert all(t["state"] == "alive" for t in status["tasks"]), status
