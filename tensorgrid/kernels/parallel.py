@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+import numpy as np
 
 R = TypeVar("R")
 
@@ -47,6 +50,15 @@ class BlockRunner:
                 self._blas = []
         return self._blas
 
+    def threads(self) -> int:
+        """The threads a ``run`` starting now would use: the BLAS thread count in effect (the
+        one held aside while another kernel runs blocks)."""
+        with self._lock:
+            if self._depth > 0:
+                return self._saved
+            libs = self._controllers()
+            return max((int(lib.get_num_threads() or 1) for lib in libs), default=1)
+
     def _enter(self) -> int:
         """Hold BLAS at one thread; the thread count to use for blocks."""
         with self._lock:
@@ -60,6 +72,14 @@ class BlockRunner:
                         lib.set_num_threads(1)
             self._depth += 1
             return self._saved
+
+    def hold_single(self) -> None:
+        """Hold BLAS at one thread (until ``release_single``) for a call made on the caller."""
+        self._enter()
+
+    def release_single(self) -> None:
+        """End a ``hold_single``."""
+        self._exit()
 
     def _exit(self) -> None:
         with self._lock:
@@ -154,3 +174,72 @@ def run_blocks(fn: Callable[[int, int], R], n: int, block: int) -> list[R]:
     """``fn(b0, b1)`` for each block of ``block`` images of a batch of ``n``, on this process's
     block runner (see ``BlockRunner.run``)."""
     return _RUNNER.run(fn, n, block)
+
+
+
+class BlasChooser:
+    """Whether a large product runs on BLAS's own threads or on one, chosen by measured speed.
+
+    BLAS's threads busy-wait between calls and meet at the end of each one. Alone on its cores
+    that is the fastest way to multiply (a 784-256-10 MLP step: 0.8 ms on two threads, 1.3 ms on
+    one); on a machine whose cores other processes also want, every call waits for a thread that
+    is not scheduled while the others spin, and the same step measured 5-40 ms. Neither setting
+    is right for long, so each large product is timed (seconds per flop, a moving average per
+    setting), the faster setting is used, and the other is tried again every ``probe_s`` so a
+    change of load is noticed both ways. A product on one thread holds BLAS at one thread for the
+    whole process while it runs (the block runner's hold), so no BLAS thread spins meanwhile.
+    """
+
+    def __init__(self, probe_s: float = 2.0, weight: float = 0.25) -> None:
+        self.probe_s, self.weight = probe_s, weight
+        self.cost = {True: 0.0, False: 0.0}  # seconds per flop, threaded / single; 0 = unknown
+        self.tried = {True: 0.0, False: 0.0}  # when each was last used
+
+    def pick(self, now: float) -> bool:
+        """True: let BLAS use its threads for the next product."""
+        threaded, single = self.cost[True], self.cost[False]
+        if threaded == 0.0 or single == 0.0:
+            return threaded == 0.0
+        best = threaded <= single
+        return (not best) if now - self.tried[not best] > self.probe_s else best
+
+    def record(self, threaded: bool, now: float, seconds: float, flops: int) -> None:
+        """One product's time under a setting."""
+        per = seconds / flops
+        old = self.cost[threaded]
+        # a probe's figure replaces one from before the load last changed, so that one slow
+        # probe after a quiet spell switches back at once
+        stale = old == 0.0 or now - self.tried[threaded] > self.probe_s + seconds
+        self.cost[threaded] = per if stale else old + self.weight * (per - old)
+        self.tried[threaded] = now
+
+
+# Products smaller than this leave BLAS to decide (it runs them on one thread anyway).
+MIN_CHOOSE_FLOPS = 4_000_000
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_CHOOSER = BlasChooser()
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """``a @ b``; a large float product of 2-D arrays, while BLAS may use several threads, runs
+    on BLAS's threads or on one thread, whichever ``BlasChooser`` measures faster now.
+    The result is ``np.matmul``'s either way (up to the BLAS's summation order)."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.ndim != 2 \
+            or b.ndim != 2 or a.dtype not in _FLOATS or b.dtype != a.dtype:
+        return np.matmul(a, b)
+    flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
+    if flops < MIN_CHOOSE_FLOPS or _RUNNER.threads() <= 1:
+        return np.matmul(a, b)
+    t0 = time.perf_counter()
+    threaded = _CHOOSER.pick(t0)
+    if threaded:
+        out = np.matmul(a, b)
+    else:
+        _RUNNER.hold_single()
+        try:
+            out = np.matmul(a, b)
+        finally:
+            _RUNNER.release_single()
+    t1 = time.perf_counter()
+    _CHOOSER.record(threaded, t1, t1 - t0, flops)
+    return out
