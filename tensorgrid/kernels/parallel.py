@@ -178,40 +178,67 @@ def run_blocks(fn: Callable[[int, int], R], n: int, block: int) -> list[R]:
 
 
 class BlasChooser:
-    """Whether a large product runs on BLAS's own threads or on one, chosen by measured speed.
+    """Whether large products run on BLAS's own threads or on one, chosen by measured speed.
 
     BLAS's threads busy-wait between calls and meet at the end of each one. Alone on its cores
     that is the fastest way to multiply (a 784-256-10 MLP step: 0.8 ms on two threads, 1.3 ms on
     one); on a machine whose cores other processes also want, every call waits for a thread that
-    is not scheduled while the others spin, and the same step measured 5-40 ms. Neither setting
-    is right for long, so each large product is timed (seconds per flop, a moving average per
-    setting), the faster setting is used, and the other is tried again every ``probe_s`` so a
-    change of load is noticed both ways. A product on one thread holds BLAS at one thread for the
-    whole process while it runs (the block runner's hold), so no BLAS thread spins meanwhile.
+    is not scheduled, and the threads spinning between calls take the core from the work between
+    the products: the same step measured 5-40 ms. Neither setting is right for long, so time is
+    cut into periods, each run under one setting and measured as wall seconds per flop of the
+    large products made in it, everything between them included (a product timed alone looks
+    faster threaded while the spinning slows the rest of the step). The faster setting runs for
+    ``period_s``; the other is tried for ``probe_period_s`` once every ``probe_s``, so a change of
+    load is noticed both ways (a period is measured from the end of its first product, which
+    pays for waking BLAS's threads). A period with a pause longer than ``idle_s`` between products is
+    not counted (the process was doing something else). On one thread BLAS is held at one for the
+    whole process while the product runs (the block runner's hold), so no BLAS thread spins.
     """
 
-    def __init__(self, probe_s: float = 2.0, weight: float = 0.25) -> None:
-        self.probe_s, self.weight = probe_s, weight
+    def __init__(self, probe_s: float = 4.0, period_s: float = 0.5, probe_period_s: float = 0.1,
+                 idle_s: float = 0.05) -> None:
+        self.probe_s, self.period_s, self.probe_period_s = probe_s, period_s, probe_period_s
+        self.idle_s = idle_s
         self.cost = {True: 0.0, False: 0.0}  # seconds per flop, threaded / single; 0 = unknown
-        self.tried = {True: 0.0, False: 0.0}  # when each was last used
+        self.measured = {True: -1e9, False: -1e9}  # when each was last measured
+        self.threaded = True  # the setting of the current period
+        self.start = -1.0  # when the current period began (< 0: none yet)
+        self.length = probe_period_s
+        self.flops = 0
+        self.last = -1.0  # when the last product ended
+        self.warming = False  # the period's first product is not counted (threads wake up)
 
     def pick(self, now: float) -> bool:
-        """True: let BLAS use its threads for the next product."""
-        threaded, single = self.cost[True], self.cost[False]
-        if threaded == 0.0 or single == 0.0:
-            return threaded == 0.0
-        best = threaded <= single
-        return (not best) if now - self.tried[not best] > self.probe_s else best
+        """True: let BLAS use its threads for the next product (the current period's setting,
+        or the next period's when this one is over)."""
+        if self.start < 0.0 or now - self.last > self.idle_s:
+            self._begin(now, self.threaded, self.length)  # the first, or after a pause
+        elif now - self.start >= self.length:
+            if self.flops:
+                self.cost[self.threaded] = (now - self.start) / self.flops
+                self.measured[self.threaded] = now
+            self._next(now)
+        return self.threaded
 
-    def record(self, threaded: bool, now: float, seconds: float, flops: int) -> None:
-        """One product's time under a setting."""
-        per = seconds / flops
-        old = self.cost[threaded]
-        # a probe's figure replaces one from before the load last changed, so that one slow
-        # probe after a quiet spell switches back at once
-        stale = old == 0.0 or now - self.tried[threaded] > self.probe_s + seconds
-        self.cost[threaded] = per if stale else old + self.weight * (per - old)
-        self.tried[threaded] = now
+    def record(self, now: float, flops: int) -> None:
+        """A product of ``flops`` ended at ``now`` under the current period's setting."""
+        if self.warming:  # the period is measured from the end of its first product
+            self.warming, self.start = False, now
+        else:
+            self.flops += flops
+        self.last = now
+
+    def _next(self, now: float) -> None:
+        other = not self.threaded
+        if self.cost[other] == 0.0 or now - self.measured[other] > self.probe_s:
+            self._begin(now, other, self.probe_period_s)  # unknown or old: try it
+        else:
+            best = self.cost[True] <= self.cost[False]
+            self._begin(now, best, self.period_s)
+
+    def _begin(self, now: float, threaded: bool, length: float) -> None:
+        self.threaded, self.start, self.length, self.flops = threaded, now, length, 0
+        self.last, self.warming = now, True
 
 
 # Products smaller than this leave BLAS to decide (it runs them on one thread anyway).
@@ -230,8 +257,7 @@ def matmul(a: Any, b: Any) -> Any:
     flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
     if flops < MIN_CHOOSE_FLOPS or _RUNNER.threads() <= 1:
         return np.matmul(a, b)
-    t0 = time.perf_counter()
-    threaded = _CHOOSER.pick(t0)
+    threaded = _CHOOSER.pick(time.perf_counter())
     if threaded:
         out = np.matmul(a, b)
     else:
@@ -240,6 +266,5 @@ def matmul(a: Any, b: Any) -> Any:
             out = np.matmul(a, b)
         finally:
             _RUNNER.release_single()
-    t1 = time.perf_counter()
-    _CHOOSER.record(threaded, t1, t1 - t0, flops)
+    _CHOOSER.record(time.perf_counter(), flops)
     return out

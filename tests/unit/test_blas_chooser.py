@@ -14,24 +14,44 @@ def blas_threads() -> list[int]:
     return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 
 
-def test_chooser_measures_both_then_keeps_the_faster() -> None:
-    c = BlasChooser(probe_s=1.0)
-    assert c.pick(0.0) is True  # nothing measured: BLAS's threads first
-    c.record(True, 0.0, 4e-3, 1_000_000)
-    assert c.pick(0.0) is False  # then one thread
-    c.record(False, 0.0, 1e-3, 1_000_000)
-    assert c.pick(0.5) is False  # one thread measured faster
-    assert c.pick(1.5) is True  # the slower setting is tried again after probe_s
+def simulate(c: BlasChooser, t: float, seconds: dict[bool, float], until: float
+             ) -> tuple[float, dict[bool, float]]:
+    """Back-to-back products of 1 MFLOP taking ``seconds[threaded]`` each, up to ``until``:
+    the clock at the end and the time spent under each setting."""
+    spent = {True: 0.0, False: 0.0}
+    while t < until:
+        threaded = c.pick(t)
+        t += seconds[threaded]
+        spent[threaded] += seconds[threaded]
+        c.record(t, 1_000_000)
+    return t, spent
 
 
-def test_one_slow_probe_after_a_quiet_spell_switches_back_at_once() -> None:
-    c = BlasChooser(probe_s=1.0)
-    c.record(True, 0.0, 1e-3, 1_000_000)  # threads fast (a quiet machine)
-    c.record(False, 0.0, 2e-3, 1_000_000)
-    assert c.pick(0.1) is True
-    c.record(False, 5.0, 2e-3, 1_000_000)  # (the slower one keeps being probed)
-    c.record(True, 10.0, 30e-3, 1_000_000)  # the machine got busy: a probe ten times slower
-    assert c.pick(10.0) is False  # replaced, not averaged in
+def test_chooser_keeps_to_the_faster_setting_and_probes_the_other() -> None:
+    c = BlasChooser(probe_s=2.0, period_s=0.5, probe_period_s=0.1)
+    _, spent = simulate(c, 0.0, {True: 0.001, False: 0.002}, 10.0)  # a quiet machine
+    assert spent[True] > 0.85 * 10.0
+    assert 0.0 < c.cost[True] < c.cost[False]
+    c = BlasChooser(probe_s=2.0, period_s=0.5, probe_period_s=0.1)
+    _, spent = simulate(c, 0.0, {True: 0.02, False: 0.002}, 10.0)  # busy: threads wait
+    assert spent[True] < 0.15 * 10.0
+    assert spent[True] > 0.0  # still tried now and then
+
+
+def test_chooser_follows_a_change_of_load() -> None:
+    c = BlasChooser(probe_s=2.0, period_s=0.5, probe_period_s=0.1)
+    t, _ = simulate(c, 0.0, {True: 0.001, False: 0.002}, 5.0)
+    _, spent = simulate(c, t, {True: 0.02, False: 0.002}, 15.0)  # the machine got busy
+    assert spent[True] < 0.2 * 10.0
+    assert c.cost[True] > c.cost[False]
+
+
+def test_a_pause_between_products_is_not_counted() -> None:
+    c = BlasChooser(probe_s=2.0, period_s=0.5, probe_period_s=0.1, idle_s=0.05)
+    t, _ = simulate(c, 0.0, {True: 0.001, False: 0.002}, 3.0)
+    before = dict(c.cost)
+    c.pick(t + 30.0)  # half a minute of something else: a new period starts, nothing measured
+    assert c.cost == before
 
 
 def test_large_products_equal_numpy_and_restore_the_blas_threads() -> None:
