@@ -214,9 +214,12 @@ class BlasChooser:
         if self.start < 0.0 or now - self.last > self.idle_s:
             self._begin(now, self.threaded, self.length)  # the first, or after a pause
         elif now - self.start >= self.length:
-            if self.flops:
-                self.cost[self.threaded] = (now - self.start) / self.flops
-                self.measured[self.threaded] = now
+            # (read once: kernels on other threads may begin the next period meanwhile; a
+            # measurement they disturb is one period's, corrected by the next)
+            flops, threaded = self.flops, self.threaded
+            if flops > 0:
+                self.cost[threaded] = (now - self.start) / flops
+                self.measured[threaded] = now
             self._next(now)
         return self.threaded
 
