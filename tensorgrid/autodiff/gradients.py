@@ -110,7 +110,7 @@ def gradients(
             op = ready.popleft()
             out_grads = [_aggregate(grads.get(t)) for t in op.outputs]
             in_grads = _call_rule(g, op, out_grads, colocate_gradients_with_ops, stop_ops,
-                                  x_set, gate_gradients)
+                                  x_set, gate_gradients, between, groups)
             for pos, (t, gr) in enumerate(zip(op.inputs, in_grads)):
                 if gr is not None and _backprop(t):
                     if isinstance(gr, Tensor) and gr.dtype is not t.dtype \
@@ -196,7 +196,9 @@ def _aggregate(parts: list[Tensor] | None) -> Tensor | None:
 
 
 def _call_rule(g: Graph, op: Operation | LoopOp, out_grads: list[Tensor | None], colocate: bool,
-               stop_ops: set[Operation], x_set: set[Tensor], gate: bool = False) -> list[Any]:
+               stop_ops: set[Operation], x_set: set[Tensor], gate: bool = False,
+               between: set[Any] | None = None, groups: dict[Operation, Any] | None = None
+               ) -> list[Any]:
     n_in = len(op.inputs)
     if op in stop_ops or not any(gr is not None for gr in out_grads):
         return [None] * n_in
@@ -229,7 +231,27 @@ def _call_rule(g: Graph, op: Operation | LoopOp, out_grads: list[Tensor | None],
             raise ValueError(
                 f"Gradient rule of op type {op.type} returned {len(result)} gradients for node "
                 f"'{op.name}', which has {n_in} inputs")
+        if gate and between is not None:
+            # gate only what will be used: a gated gradient runs whenever its siblings do
+            result = _drop_unneeded(op, result, x_set, between, groups or {})
         return _gate(g, op, result) if gate else result
+
+
+def _drop_unneeded(op: Operation | LoopOp, in_grads: list[Any], x_set: set[Tensor],
+                   between: set[Any], groups: dict[Operation, Any]) -> list[Any]:
+    """``in_grads`` with None for each input that is neither an x nor the output of an op on a
+    path from an x (a constant, the data fed to a layer): nothing reads those gradients.
+
+    Rules build the gradient of every input; dropping the unneeded ones before the gate keeps
+    them out of the step. Ungated, such an op is pruned with the rest of the unfetched graph;
+    gated, it would be a control input of its siblings' gate and run every step (the gradient
+    of a first layer's input batch: a matmul as large as the weights' own gradient).
+    Control-flow ops and loops stepped over as one op keep the structure their rules build.
+    """
+    if not isinstance(op, Operation) or op.type in CONTROL_FLOW_OPS:
+        return in_grads
+    return [gr if gr is None or t in x_set or groups.get(t.op, t.op) in between else None
+            for t, gr in zip(op.inputs, in_grads)]
 
 
 def hessians(ys: Any, xs: Any, name: str = "hessians") -> list[Tensor | None]:

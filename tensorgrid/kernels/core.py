@@ -160,9 +160,18 @@ def _apply(ctx: KernelContext, num_refs: int, rule: Callable[..., tuple[Any, ...
     return run
 
 
+def _gd_step(var: Any, alpha: Any, delta: Any) -> tuple[Any]:
+    """``var - alpha * delta``, the new value written over the product (one array made, not
+    two: for a 3136x1024 layer a 12.8 MB array less per step)."""
+    step = alpha * delta
+    if isinstance(step, np.ndarray) and step.shape == var.shape and step.dtype == var.dtype:
+        return (np.subtract(var, step, out=step),)
+    return (var - step,)
+
+
 @kernel("ApplyGradientDescent")
 def _apply_gd(ctx: KernelContext) -> Any:
-    return _apply(ctx, 1, lambda var, alpha, delta: (var - alpha * delta,))
+    return _apply(ctx, 1, _gd_step)
 
 
 @kernel("ApplyMomentum")

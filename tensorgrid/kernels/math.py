@@ -16,6 +16,7 @@ import numpy as np
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.kernels import parallel
 from tensorgrid.kernels.arguments import ints
 
 HALF = (dtypes.float16, dtypes.bfloat16)  # accumulated in float32
@@ -334,10 +335,11 @@ def _upcast_half(ctx: KernelContext, fn: Callable[[Any, Any], Any]) -> Callable[
 @kernel("MatMul")
 def _matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     ta, tb = bool(ctx.attr("transpose_a")), bool(ctx.attr("transpose_b"))
-    xp = ctx.xp
+    # numpy's arrays go through the block runner (see parallel.matmul), others to their own
+    mm = parallel.matmul if ctx.xp is np else ctx.xp.matmul
     if not ta and not tb:
-        return _upcast_half(ctx, xp.matmul)
-    return _upcast_half(ctx, lambda a, b: xp.matmul(a.T if ta else a, b.T if tb else b))
+        return _upcast_half(ctx, mm)
+    return _upcast_half(ctx, lambda a, b: mm(a.T if ta else a, b.T if tb else b))
 
 
 def _batch_matmul(ctx: KernelContext) -> Callable[[Any, Any], Any]:

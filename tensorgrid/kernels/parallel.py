@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+import numpy as np
 
 R = TypeVar("R")
 
@@ -47,6 +50,15 @@ class BlockRunner:
                 self._blas = []
         return self._blas
 
+    def threads(self) -> int:
+        """The threads a ``run`` starting now would use: the BLAS thread count in effect (the
+        one held aside while another kernel runs blocks)."""
+        with self._lock:
+            if self._depth > 0:
+                return self._saved
+            libs = self._controllers()
+            return max((int(lib.get_num_threads() or 1) for lib in libs), default=1)
+
     def _enter(self) -> int:
         """Hold BLAS at one thread; the thread count to use for blocks."""
         with self._lock:
@@ -60,6 +72,14 @@ class BlockRunner:
                         lib.set_num_threads(1)
             self._depth += 1
             return self._saved
+
+    def hold_single(self) -> None:
+        """Hold BLAS at one thread (until ``release_single``) for a call made on the caller."""
+        self._enter()
+
+    def release_single(self) -> None:
+        """End a ``hold_single``."""
+        self._exit()
 
     def _exit(self) -> None:
         with self._lock:
@@ -154,3 +174,100 @@ def run_blocks(fn: Callable[[int, int], R], n: int, block: int) -> list[R]:
     """``fn(b0, b1)`` for each block of ``block`` images of a batch of ``n``, on this process's
     block runner (see ``BlockRunner.run``)."""
     return _RUNNER.run(fn, n, block)
+
+
+
+class BlasChooser:
+    """Whether large products run on BLAS's own threads or on one, chosen by measured speed.
+
+    BLAS's threads busy-wait between calls and meet at the end of each one. Alone on its cores
+    that is the fastest way to multiply (a 784-256-10 MLP step: 0.8 ms on two threads, 1.3 ms on
+    one); on a machine whose cores other processes also want, every call waits for a thread that
+    is not scheduled, and the threads spinning between calls take the core from the work between
+    the products: the same step measured 5-40 ms. Neither setting is right for long, so time is
+    cut into periods, each run under one setting and measured as wall seconds per flop of the
+    large products made in it, everything between them included (a product timed alone looks
+    faster threaded while the spinning slows the rest of the step). The faster setting runs for
+    ``period_s``; the other is tried for ``probe_period_s`` once every ``probe_s``, so a change of
+    load is noticed both ways (a period is measured from the end of its first product, which
+    pays for waking BLAS's threads). A period with a pause longer than ``idle_s`` between products is
+    not counted (the process was doing something else). On one thread BLAS is held at one for the
+    whole process while the product runs (the block runner's hold), so no BLAS thread spins.
+    """
+
+    def __init__(self, probe_s: float = 4.0, period_s: float = 0.5, probe_period_s: float = 0.1,
+                 idle_s: float = 0.05) -> None:
+        self.probe_s, self.period_s, self.probe_period_s = probe_s, period_s, probe_period_s
+        self.idle_s = idle_s
+        self.cost = {True: 0.0, False: 0.0}  # seconds per flop, threaded / single; 0 = unknown
+        self.measured = {True: -1e9, False: -1e9}  # when each was last measured
+        self.threaded = True  # the setting of the current period
+        self.start = -1.0  # when the current period began (< 0: none yet)
+        self.length = probe_period_s
+        self.flops = 0
+        self.last = -1.0  # when the last product ended
+        self.warming = False  # the period's first product is not counted (threads wake up)
+
+    def pick(self, now: float) -> bool:
+        """True: let BLAS use its threads for the next product (the current period's setting,
+        or the next period's when this one is over)."""
+        if self.start < 0.0 or now - self.last > self.idle_s:
+            self._begin(now, self.threaded, self.length)  # the first, or after a pause
+        elif now - self.start >= self.length:
+            # (read once: kernels on other threads may begin the next period meanwhile; a
+            # measurement they disturb is one period's, corrected by the next)
+            flops, threaded = self.flops, self.threaded
+            if flops > 0:
+                self.cost[threaded] = (now - self.start) / flops
+                self.measured[threaded] = now
+            self._next(now)
+        return self.threaded
+
+    def record(self, now: float, flops: int) -> None:
+        """A product of ``flops`` ended at ``now`` under the current period's setting."""
+        if self.warming:  # the period is measured from the end of its first product
+            self.warming, self.start = False, now
+        else:
+            self.flops += flops
+        self.last = now
+
+    def _next(self, now: float) -> None:
+        other = not self.threaded
+        if self.cost[other] == 0.0 or now - self.measured[other] > self.probe_s:
+            self._begin(now, other, self.probe_period_s)  # unknown or old: try it
+        else:
+            best = self.cost[True] <= self.cost[False]
+            self._begin(now, best, self.period_s)
+
+    def _begin(self, now: float, threaded: bool, length: float) -> None:
+        self.threaded, self.start, self.length, self.flops = threaded, now, length, 0
+        self.last, self.warming = now, True
+
+
+# Products smaller than this leave BLAS to decide (it runs them on one thread anyway).
+MIN_CHOOSE_FLOPS = 4_000_000
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_CHOOSER = BlasChooser()
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """``a @ b``; a large float product of 2-D arrays, while BLAS may use several threads, runs
+    on BLAS's threads or on one thread, whichever ``BlasChooser`` measures faster now.
+    The result is ``np.matmul``'s either way (up to the BLAS's summation order)."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.ndim != 2 \
+            or b.ndim != 2 or a.dtype not in _FLOATS or b.dtype != a.dtype:
+        return np.matmul(a, b)
+    flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
+    if flops < MIN_CHOOSE_FLOPS or _RUNNER.threads() <= 1:
+        return np.matmul(a, b)
+    threaded = _CHOOSER.pick(time.perf_counter())
+    if threaded:
+        out = np.matmul(a, b)
+    else:
+        _RUNNER.hold_single()
+        try:
+            out = np.matmul(a, b)
+        finally:
+            _RUNNER.release_single()
+    _CHOOSER.record(time.perf_counter(), flops)
+    return out

@@ -149,12 +149,12 @@ def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
 def _tiled_max_pool_grad(xp: Any, x: Any, g: Any, win: Window, geo: Geometry, kh: int,
                          kw: int) -> Any:
     """The max-pool gradient when the windows tile the input (the usual 2x2 pool of stride 2 on
-    an even size), or None when some window holds its maximum twice (or a NaN).
+    an even size), or None when some window's maximum is a NaN.
 
     The input seen as (n, oh, kh, ow, kw, c) is a plain reshape; one broadcast comparison with
     the window maxima marks the winners and one broadcast multiply writes the whole gradient: two
-    passes over the input instead of a few per tap. It is exact only if each window has a single
-    winner, which one count of the marks checks (every window has at least one).
+    passes over the input instead of a few per tap. Where one count of the marks shows a window
+    with several (every window has at least one), the first in tap order keeps its mark.
     """
     n, _, _, c = x.shape
     best = _window_max(xp, x, win, geo, kh, kw)
@@ -162,8 +162,17 @@ def _tiled_max_pool_grad(xp: Any, x: Any, g: Any, win: Window, geo: Geometry, kh
         return None
     shape6 = (n, geo.oh, kh, geo.ow, kw, c)
     marks = xp.equal(x.reshape(shape6), best[:, :, None, :, None, :])
-    if int(xp.count_nonzero(marks)) != best.size:  # a tie: the first maximum must win alone
-        return None
+    if int(xp.count_nonzero(marks)) != best.size:
+        # a tie (after a relu, every all-zero window): the first maximum must win alone, so each
+        # tap in turn keeps only the marks of windows no earlier tap has won
+        free = None
+        for _, i, j in _taps(kh, kw):
+            mine = marks[:, :, i, :, j, :]
+            if free is None:
+                free = xp.logical_not(mine)
+            else:
+                xp.logical_and(mine, free, out=mine)
+                xp.logical_xor(free, mine, out=free)
     dx = xp.empty(x.shape, dtype=g.dtype)
     xp.multiply(marks, g[:, :, None, :, None, :], out=dx.reshape(shape6))
     return dx

@@ -265,13 +265,16 @@ def test_pool_kernels_match_direct_loops(k, s, padding) -> None:
                                np.vdot(x.astype(np.float64), got[4]), rtol=1e-4)
 
 
-@pytest.mark.parametrize("ties", [False, True])
-def test_max_pool_grad_of_tiling_windows(ties) -> None:
-    # 2x2 windows of stride 2 tiling an 8x6 input: the broadcast path without ties, the per-tap
-    # path (first maximum wins) when a window holds its maximum twice
+@pytest.mark.parametrize("case", ["distinct", "ties", "ties_and_nan"])
+def test_max_pool_grad_of_tiling_windows(case) -> None:
+    # 2x2 windows of stride 2 tiling an 8x6 input: the broadcast path, with the first maximum
+    # winning alone where a window holds its maximum twice (or all-zero windows after a relu);
+    # the per-tap path when a window's maximum is a NaN
     x = (RNG.permutation(2 * 8 * 6 * 3) * 0.5).reshape(2, 8, 6, 3).astype(np.float32)
-    if ties:
+    if case != "distinct":
         x[1, 2:4, 4:6, 1] = 7.0
+        x[0, 4:8, 0:4, 0] = 0.0
+    if case == "ties_and_nan":
         x[0, 0, 0, 2] = np.float32("nan")
     _, _, where = ref_pool(np.nan_to_num(x, nan=np.inf), (2, 2), (2, 2), "VALID")
     g = RNG.standard_normal((2, 4, 3, 3)).astype(np.float32)
@@ -279,8 +282,8 @@ def test_max_pool_grad_of_tiling_windows(ties) -> None:
     attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
     got = run(raw("MaxPoolGrad", xt, nn.max_pool(xt, 2, 2, "VALID"), tf.constant(g), **attrs))
     want = ref_max_pool_grad(x, g, where)
-    if ties:  # the NaN window: no element equals a NaN maximum, so none gets a gradient
-        want[0, 0:2, 0:2, 2] = 0.0
+    if case == "ties_and_nan":  # the NaN window: no element equals a NaN maximum, so none gets
+        want[0, 0:2, 0:2, 2] = 0.0  # a gradient
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 

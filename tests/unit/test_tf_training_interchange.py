@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import pathlib
 import subprocess
+from typing import Any
 
 import numpy as np
 import pytest
@@ -127,6 +128,40 @@ def test_ungated_gradients_have_no_gate() -> None:
         assert not any(op.type == "NoOp" for op in g.get_operations())
         tf.gradients(tf.matmul(a, b), [a, b], gate_gradients=True)
         assert any(op.type == "NoOp" for op in g.get_operations())
+
+
+def _fanin_types(t: tf.Tensor) -> list[str]:
+    """The op types ``t`` depends on, through data and control inputs."""
+    seen: set[Any] = set()
+    stack = [t.op]
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(i.op for i in op.inputs)
+        stack.extend(op.control_inputs)
+    return sorted(op.type for op in seen)
+
+
+def test_gate_leaves_out_gradients_nothing_reads() -> None:
+    # the data of a first layer is a constant: its gradient (a matmul as large as the weight's)
+    # must not be built into the gate, where it would run every step for nothing
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(np.ones((4, 3), np.float32))
+        w = tf.Variable(np.ones((3, 2), np.float32))
+        v = tf.Variable(np.ones((2, 1), np.float32))
+        loss = tf.reduce_sum(tf.matmul(tf.matmul(x, w), v))
+        gw, gv = tf.gradients(loss, [w, v], gate_gradients=True)
+        # x@w, and the gradients d(xw), dv (gated together: both are read) and dw; the
+        # gradient of x (which would be gated with dw) is not built into any step
+        assert _fanin_types(gw).count("MatMul") == 4
+        assert _fanin_types(gv).count("MatMul") == 3  # x@w, d(xw), dv
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            np.testing.assert_allclose(sess.run(gw), np.full((3, 2), 4.0))
+            np.testing.assert_allclose(sess.run(gv), np.full((2, 1), 12.0))
 
 
 def write_fixtures() -> None:
