@@ -15,13 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from tensorgrid.core import errors
-from tensorgrid.core.dtypes import DType
 from tensorgrid.core.ir import NodeDef
-from tensorgrid.core.serde_attr import AttrPlaceholder, NameAttrList
-from tensorgrid.core.shapes import TensorShape
+from tensorgrid.core.serde_attr import AttrPlaceholder, attr_kind
 
 SCALAR_TYPES = frozenset({"type", "int", "float", "bool", "string", "shape", "tensor", "func"})
 ATTR_TYPES = SCALAR_TYPES | frozenset(f"list({t})" for t in SCALAR_TYPES)
@@ -38,25 +34,13 @@ def check_type_name(name: str) -> str:
     return name
 
 
+# the attr type of a value by the AttrValue field it is encoded in (lists and placeholders aside)
+_TYPE_OF_KIND = {"b": "bool", "i": "int", "f": "float", "s": "string", "type": "type",
+                 "shape": "shape", "tensor": "tensor", "func": "func"}
+
+
 def _scalar_type(value: Any) -> str | None:
-    # bool before int: a python bool is an int
-    if isinstance(value, bool | np.bool_):
-        return "bool"
-    if isinstance(value, int | np.integer):
-        return "int"
-    if isinstance(value, float | np.floating):
-        return "float"
-    if isinstance(value, str | bytes):
-        return "string"
-    if isinstance(value, DType):
-        return "type"
-    if isinstance(value, TensorShape):
-        return "shape"
-    if isinstance(value, np.ndarray):
-        return "tensor"
-    if isinstance(value, NameAttrList):
-        return "func"
-    return None
+    return _TYPE_OF_KIND.get(attr_kind(value))
 
 
 def value_type(value: Any) -> str:

@@ -51,8 +51,8 @@ class AttrPlaceholder:
     name: str
 
 
-def _attr_kind(v: Any) -> str:
-    """The AttrValue field a python value goes into."""
+def attr_kind(v: Any) -> str:
+    """The AttrValue field a python value goes into ('' for a value no field takes)."""
     if isinstance(v, bool | np.bool_):
         return "b"
     if isinstance(v, int | np.integer):
@@ -95,7 +95,7 @@ def attr_to_proto(value: Any, node: str | None = None,
 
 
 def fill_attr(pb: graph_pb2.AttrValue, value: Any, node: str | None, attr: str | None) -> None:
-    kind = _attr_kind(value)
+    kind = attr_kind(value)
     if kind == "list":
         _fill_list(pb.list, value, node, attr)
     elif kind == "":
@@ -128,7 +128,7 @@ def _scalar_to_field(kind: str, v: Any) -> Any:
 def _fill_list(pb: graph_pb2.AttrValue.ListValue, values: Sequence[Any], node: str | None,
                attr: str | None) -> None:
     pb.SetInParent()  # an empty list is still a list
-    kinds = {_attr_kind(v) for v in values}
+    kinds = {attr_kind(v) for v in values}
     if kinds == {"i", "f"}:
         kinds = {"f"}
     if len(kinds) > 1 or kinds & {"", "list", "placeholder"}:
