@@ -25,7 +25,7 @@ from tensorgrid.pb.summary_pb2 import (
 )
 from tensorgrid.summary.event_file_writer import EventFileWriter
 from tensorgrid.summary.iterator import summary_iterator
-from tensorgrid.summary.records import tf_record_iterator
+from tensorgrid.core.tfrecord import tf_record_iterator
 from tensorgrid.summary.writer import FileWriter, FileWriterCache
 
 __all__ = [

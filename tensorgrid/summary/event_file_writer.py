@@ -19,7 +19,7 @@ import weakref
 from typing import Any, BinaryIO
 
 from tensorgrid.pb import event_pb2
-from tensorgrid.summary.records import encode_record
+from tensorgrid.core.tfrecord import encode_record
 
 __all__ = ["EventFileWriter", "FILE_VERSION"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tensorgrid.pb import event_pb2
-from tensorgrid.summary.records import tf_record_iterator
+from tensorgrid.core.tfrecord import tf_record_iterator
 
 __all__ = ["summary_iterator"]
 

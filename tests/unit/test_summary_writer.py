@@ -29,7 +29,7 @@ from tensorgrid.summary import (
     summary_iterator,
     tf_record_iterator,
 )
-from tensorgrid.summary.records import encode_record, read_records
+from tensorgrid.core.tfrecord import encode_record, read_records
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
