@@ -5,7 +5,7 @@
 """
 
 import tensorgrid.kernels
-from tensorgrid import data, keras, layers, math, metrics, nn, strings, summary
+from tensorgrid import data, io, keras, layers, math, metrics, nn, python_io, strings, summary
 from tensorgrid.autodiff import gradients, hessians
 from tensorgrid.client import app, flags, train
 from tensorgrid.client import tf_logging as logging
@@ -88,6 +88,14 @@ from tensorgrid.framework.math_special_ops import (
                                       atan2,
                                       div_no_nan,
                                       ensure_shape,
+)
+from tensorgrid.framework.parsing_ops import (
+                                      FixedLenFeature,
+                                      VarLenFeature,
+                                      decode_raw,
+                                      matching_files,
+                                      parse_example,
+                                      parse_single_example,
 )
 from tensorgrid.framework.partitioned_variables import (
                                       PartitionedVariable,

@@ -164,9 +164,11 @@ def record_table(buffer: bytes | memoryview, name: str) -> tuple[list[int], list
     return starts, lengths
 
 
-def record_at(buffer: bytes | memoryview, start: int, length: int, name: str) -> bytes:
-    """The data of the record at ``start`` (an offset ``record_table`` gave), its checksum
-    checked.
+def record_at(buffer: bytes | memoryview, start: int, length: int, name: str,
+              base: int = 0) -> bytes:
+    """The data of the record at ``start`` of ``buffer`` (an offset ``record_table`` gave), its
+    checksum checked; ``buffer`` is the file from offset ``base`` on (errors name the offset in
+    the file).
 
     Raises:
         DataLossError: the data checksum does not match (names ``name`` and the offset).
@@ -174,7 +176,8 @@ def record_at(buffer: bytes | memoryview, start: int, length: int, name: str) ->
     view = memoryview(buffer)
     begin = start + HEADER_SIZE
     data = bytes(view[begin : begin + length])
-    return _checked(data, view[begin + length : begin + length + FOOTER_SIZE], start, name)
+    return _checked(data, view[begin + length : begin + length + FOOTER_SIZE], base + start,
+                    name)
 
 
 def read_file(path: str, compression: str = "") -> bytes:
@@ -277,5 +280,5 @@ class TFRecordWriter:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: BLE001, S110 - nothing to report to at interpreter exit
+        except Exception:  # noqa: BLE001 - nothing to report to at interpreter exit
             pass

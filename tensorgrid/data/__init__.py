@@ -18,5 +18,7 @@ when ``get_next`` runs.
 
 from tensorgrid.data.dataset import Dataset
 from tensorgrid.data.iterator import Iterator, make_initializable_iterator, make_one_shot_iterator
+from tensorgrid.data.readers import FixedLengthRecordDataset, TextLineDataset, TFRecordDataset
 
-__all__ = ["Dataset", "Iterator", "make_initializable_iterator", "make_one_shot_iterator"]
+__all__ = ["Dataset", "FixedLengthRecordDataset", "Iterator", "TFRecordDataset", "TextLineDataset",
+           "make_initializable_iterator", "make_one_shot_iterator"]

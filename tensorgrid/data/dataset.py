@@ -28,8 +28,10 @@ from tensorgrid.framework import array_create_ops as array_create
 from tensorgrid.framework import array_index_ops as array_index
 from tensorgrid.framework import array_ops
 from tensorgrid.framework.convert import convert_to_tensor, make_op
-from tensorgrid.framework.core_ops import placeholder
+from tensorgrid.framework.core_ops import identity, placeholder
+from tensorgrid.framework.debug_ops import Assert
 from tensorgrid.framework.graph import Tensor, get_default_graph
+from tensorgrid.framework.parsing_ops import matching_files
 from tensorgrid.framework.random_ops import get_seed
 
 __all__ = ["Dataset"]
@@ -109,6 +111,19 @@ class Dataset:
         if isinstance(step, int) and step == 0:
             raise ValueError("Dataset.range: step must not be 0")
         return _Range(start, stop, step)
+
+    @staticmethod
+    def list_files(file_pattern: Any, shuffle: bool | None = None,
+                   seed: int | None = None) -> Dataset:
+        """The paths matching ``file_pattern`` (a glob or a list of them) as string elements:
+        sorted, then shuffled unless ``shuffle`` is False. Iterating fails with
+        ``InvalidArgumentError`` when no file matches."""
+        names = matching_files(file_pattern)
+        check = Assert(math_ops.greater(array_ops.size(names), 0), [
+            "No files matched pattern:", convert_to_tensor(file_pattern, dtype=dtypes.string)])
+        with get_default_graph().control_dependencies([check]):
+            ds: Dataset = _TensorSlices(identity(names))
+        return ds.shuffle(1 << 30, seed=seed) if shuffle is None or shuffle else ds
 
     @staticmethod
     def zip(datasets: Any) -> Dataset:

@@ -89,6 +89,16 @@ from tensorgrid.client.train.summary_hook import SummarySaverHook
 from tensorgrid.client.train.supervisor import Supervisor
 from tensorgrid.client.train.sync_replicas import SyncReplicasOptimizer
 from tensorgrid.framework.importer import write_graph
+from tensorgrid.pb.example_pb2 import Example, SequenceExample
+from tensorgrid.pb.feature_pb2 import (
+    BytesList,
+    Feature,
+    FeatureList,
+    FeatureLists,
+    Features,
+    FloatList,
+    Int64List,
+)
 from tensorgrid.summary import summary_iterator
 
 __all__ = [
@@ -121,6 +131,9 @@ __all__ = [
     # queue-based input pipelines
     "batch", "shuffle_batch", "input_producer", "string_input_producer", "range_input_producer",
     "slice_input_producer", "limit_epochs",
+    # the records of input files (TensorFlow's protos: files move between the two)
+    "Example", "SequenceExample", "Features", "Feature", "FeatureList", "FeatureLists",
+    "BytesList", "FloatList", "Int64List",
 ]
 
 

@@ -1,0 +1,151 @@
+"""``tf.parse_single_example``, ``tf.parse_example``, ``tf.FixedLenFeature``,
+``tf.VarLenFeature``, ``tf.decode_raw`` and ``tf.matching_files``: the ops of
+``ops/parsing.py`` and ``ops/dataset_files.py``.
+
+    features = tf.parse_single_example(record, {
+        "image": tf.FixedLenFeature([], tf.string),
+        "label": tf.FixedLenFeature([], tf.int64, default_value=0),
+        "tags": tf.VarLenFeature(tf.string)})
+    image = tf.decode_raw(features["image"], tf.uint8)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from tensorgrid.core import dtypes
+from tensorgrid.core.shapes import TensorShape
+from tensorgrid.framework.array_ops import reshape
+from tensorgrid.framework.convert import convert_to_tensor, make_op, make_op_outputs
+from tensorgrid.framework.graph import Tensor
+from tensorgrid.framework.string_ops import SparseTensor
+
+__all__ = ["FixedLenFeature", "VarLenFeature", "decode_raw", "matching_files", "parse_example",
+           "parse_single_example"]
+
+_FEATURE_DTYPES = (dtypes.float32, dtypes.int64, dtypes.string)
+
+
+class FixedLenFeature(NamedTuple):
+    """A feature of a fixed number of values, parsed to a dense tensor of ``shape``; an example
+    without it gets ``default_value`` (None: the feature is required)."""
+
+    shape: Any
+    dtype: Any
+    default_value: Any = None
+
+
+class VarLenFeature(NamedTuple):
+    """A feature of any number of values, parsed to a ``SparseTensor``."""
+
+    dtype: Any
+
+
+def _check_features(features: Mapping[str, Any]) -> None:
+    if not features:
+        raise ValueError("features must name at least one feature")
+    for key, f in features.items():
+        if not isinstance(f, FixedLenFeature | VarLenFeature):
+            raise TypeError(f"feature '{key}': expected a FixedLenFeature or VarLenFeature, got "
+                            f"{type(f).__name__}")
+        if dtypes.as_dtype(f.dtype) not in _FEATURE_DTYPES:
+            raise ValueError(f"feature '{key}': dtype must be float32, int64 or string, got "
+                             f"{dtypes.as_dtype(f.dtype).name}")
+        if isinstance(f, FixedLenFeature) and not TensorShape(f.shape).is_fully_defined():
+            raise ValueError(f"feature '{key}': a FixedLenFeature needs a fully defined shape, "
+                             f"got {TensorShape(f.shape)}")
+
+
+def _split(features: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    _check_features(features)
+    sparse = sorted(k for k, f in features.items() if isinstance(f, VarLenFeature))
+    dense = sorted(k for k, f in features.items() if isinstance(f, FixedLenFeature))
+    return sparse, dense
+
+
+def _default(f: FixedLenFeature) -> Tensor:
+    dt = dtypes.as_dtype(f.dtype)
+    if f.default_value is None:  # empty: required
+        return convert_to_tensor([], dtype=dt)
+    value = convert_to_tensor(f.default_value, dtype=dt)
+    shape = TensorShape(f.shape)
+    return value if value.shape == shape else reshape(value, shape.as_list())
+
+
+def _attrs(features: Mapping[str, Any], sparse: list[str], dense: list[str]) -> dict[str, Any]:
+    return {"sparse_types": [dtypes.as_dtype(features[k].dtype) for k in sparse],
+            "Tdense": [dtypes.as_dtype(features[k].dtype) for k in dense],
+            "dense_shapes": [TensorShape(features[k].shape) for k in dense]}
+
+
+def _pack(outs: tuple[Tensor, ...], sparse: list[str], dense: list[str]) -> dict[str, Any]:
+    n = len(sparse)
+    result: dict[str, Any] = {k: SparseTensor(outs[j], outs[n + j], outs[2 * n + j])
+                              for j, k in enumerate(sparse)}
+    result.update({k: outs[3 * n + j] for j, k in enumerate(dense)})
+    return result
+
+
+def parse_example(serialized: Any, features: Mapping[str, Any], name: str | None = None,
+                  example_names: Any = None) -> dict[str, Any]:
+    """A batch of serialized ``tf.train.Example`` protos (a string vector) parsed to a dict:
+    per ``FixedLenFeature`` a tensor of ``[batch] + shape``, per ``VarLenFeature`` a
+    ``SparseTensor`` of dense shape ``[batch, most values]``.
+
+    Raises:
+      ValueError, TypeError: an empty or malformed ``features``.
+      InvalidArgumentError (when run): a required feature missing, a feature of another type or
+        with the wrong number of values, or bytes that are not an Example; the message names the
+        key and the example's index.
+    """
+    sparse, dense = _split(features)
+    names = convert_to_tensor([] if example_names is None else example_names, dtype=dtypes.string)
+    keys = [convert_to_tensor(k, dtype=dtypes.string) for k in sparse + dense]
+    outs = make_op_outputs(
+        "ParseExample",
+        [convert_to_tensor(serialized, dtype=dtypes.string), names, *keys,
+         *(_default(features[k]) for k in dense)],
+        {"Nsparse": len(sparse), "Ndense": len(dense), **_attrs(features, sparse, dense)},
+        name=name or "ParseExample")
+    return _pack(outs, sparse, dense)
+
+
+def parse_single_example(serialized: Any, features: Mapping[str, Any], name: str | None = None,
+                         example_names: Any = None) -> dict[str, Any]:
+    """One serialized ``tf.train.Example`` (a string scalar) parsed to a dict: per
+    ``FixedLenFeature`` a tensor of its shape, per ``VarLenFeature`` a ``SparseTensor`` of
+    dense shape ``[values]``. Raises as ``parse_example``."""
+    sparse, dense = _split(features)
+    outs = make_op_outputs(
+        "ParseSingleExample",
+        [convert_to_tensor(serialized, dtype=dtypes.string),
+         *(_default(features[k]) for k in dense)],
+        {"num_sparse": len(sparse), "sparse_keys": sparse, "dense_keys": dense,
+         **_attrs(features, sparse, dense)},
+        name=name or "ParseSingleExample")
+    return _pack(outs, sparse, dense)
+
+
+def decode_raw(input_bytes: Any = None, out_type: Any = None, little_endian: bool = True,
+               name: str | None = None, bytes: Any = None) -> Tensor:
+    """The bytes of each string reinterpreted as a vector of ``out_type`` (``tf.decode_raw``);
+    the result has shape ``input.shape + [length / itemsize]``.
+
+    Raises:
+      InvalidArgumentError (when run): strings of different lengths, or a length that is not a
+        multiple of the type's size.
+    """
+    data = input_bytes if input_bytes is not None else bytes
+    if data is None or out_type is None:
+        raise ValueError("decode_raw needs the bytes and an out_type")
+    return make_op("DecodeRaw", [convert_to_tensor(data, dtype=dtypes.string)],
+                   {"out_type": dtypes.as_dtype(out_type), "little_endian": bool(little_endian)},
+                   name=name or "DecodeRaw")
+
+
+def matching_files(pattern: Any, name: str | None = None) -> Tensor:
+    """The paths matching the glob ``pattern`` (or any of a vector of them), sorted per pattern,
+    as a string vector, empty when none matches (``tf.io.matching_files``)."""
+    return make_op("MatchingFiles", [convert_to_tensor(pattern, dtype=dtypes.string)],
+                   name=name or "MatchingFiles")

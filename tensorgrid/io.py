@@ -1,0 +1,22 @@
+"""``tf.io``: TFRecord files, Example parsing and raw decoding under their ``tf.io.*`` names."""
+
+from tensorgrid.core.tfrecord import (
+    TFRecordCompressionType,
+    TFRecordOptions,
+    TFRecordWriter,
+    tf_record_iterator,
+)
+from tensorgrid.framework.parsing_ops import (
+    FixedLenFeature,
+    VarLenFeature,
+    decode_raw,
+    matching_files,
+    parse_example,
+    parse_single_example,
+)
+
+__all__ = [
+    "FixedLenFeature", "TFRecordCompressionType", "TFRecordOptions", "TFRecordWriter",
+    "VarLenFeature", "decode_raw", "matching_files", "parse_example", "parse_single_example",
+    "tf_record_iterator",
+]

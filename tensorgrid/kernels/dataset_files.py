@@ -1,0 +1,228 @@
+"""Kernels of the ``tf.data`` file sources (see ``ops/dataset_files.py``): a table of records
+over the files, built on first use and kept in a device resource, and reads by record number.
+
+The table holds each record's start offset and length, not its bytes: an uncompressed file is
+read again, at the offsets asked for, each time records are read. A compressed file cannot be
+read at an offset, so its uncompressed content is kept in memory with the table. The table is
+rebuilt when the file names change, or when a file's size or modification time does (checked
+each time the record count is taken, which an iterator's initializer does).
+"""
+
+from __future__ import annotations
+
+import glob
+import mmap
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import tensorgrid.ops.dataset_files  # noqa: F401 - registers the op definitions
+from tensorgrid.core import errors, tfrecord
+from tensorgrid.core.registry import KernelContext
+from tensorgrid.core.registry import register_kernel as kernel
+
+
+@dataclass(frozen=True)
+class Format:
+    """What a record is (the kernel's attrs)."""
+
+    kind: str  # tfrecord | text_line | fixed_length
+    compression: str = ""
+    record_bytes: int = 0
+    header_bytes: int = 0
+    footer_bytes: int = 0
+
+
+@dataclass
+class FileTable:
+    """The records of one file: start offsets and lengths, and the content when compressed."""
+
+    path: str
+    stamp: tuple[int, int]  # (size, mtime_ns) when the table was built
+    starts: np.ndarray
+    lengths: np.ndarray
+    content: bytes | None = None
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def _whole(path: str, fmt: Format) -> tuple[Any, bytes | None]:
+    """The file's content to scan (a map of the file when uncompressed) and what to keep."""
+    if fmt.compression:
+        content = tfrecord.read_file(path, fmt.compression)
+        return content, content
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b"", None
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), None
+
+
+def _text_lines(buffer: Any) -> tuple[np.ndarray, np.ndarray]:
+    data = np.frombuffer(buffer, np.uint8)
+    newlines = np.flatnonzero(data == ord("\n"))
+    starts = np.concatenate([[0], newlines + 1]).astype(np.int64)
+    ends = np.concatenate([newlines, [data.size]]).astype(np.int64)
+    if starts[-1] == data.size:  # a file ending in a newline has no empty line after it
+        starts, ends = starts[:-1], ends[:-1]
+    # "\r\n" ends a line as "\n" does
+    cr = (ends > starts) & (data[np.maximum(ends - 1, 0)] == ord("\r")) if data.size else ends > 0
+    ends = ends - cr.astype(np.int64)
+    return starts, ends - starts
+
+
+def _scan(path: str, fmt: Format) -> FileTable:
+    stamp = _stamp(path)
+    buffer, content = _whole(path, fmt)
+    try:
+        if fmt.kind == "tfrecord":
+            starts_list, lengths_list = tfrecord.record_table(buffer, path)
+            starts = np.asarray(starts_list, np.int64)
+            lengths = np.asarray(lengths_list, np.int64)
+        elif fmt.kind == "text_line":
+            starts, lengths = _text_lines(buffer)
+        else:
+            body = len(buffer) - fmt.header_bytes - fmt.footer_bytes
+            count = max(body, 0) // fmt.record_bytes  # a partial last record is not a record
+            starts = fmt.header_bytes + np.arange(count, dtype=np.int64) * fmt.record_bytes
+            lengths = np.full(count, fmt.record_bytes, np.int64)
+    finally:
+        if isinstance(buffer, mmap.mmap):
+            buffer.close()
+    return FileTable(path, stamp, starts, lengths, content)
+
+
+class RecordFiles:
+    """The record table of one file source on one device (a resource shared by name)."""
+
+    def __init__(self, fmt: Format) -> None:
+        self.lock = threading.Lock()
+        self.format = fmt
+        self.paths: tuple[str, ...] | None = None
+        self.files: list[FileTable] = []
+        self.ends = np.zeros(0, np.int64)  # cumulative record counts
+
+    def _build(self, paths: tuple[str, ...]) -> None:
+        self.files = [_scan(p, self.format) for p in paths]
+        self.ends = np.cumsum([f.starts.size for f in self.files], dtype=np.int64)
+        self.paths = paths
+
+    def _stale(self) -> bool:
+        return any(_stamp(f.path) != f.stamp for f in self.files)
+
+    def count(self, paths: tuple[str, ...]) -> int:
+        """The number of records, (re)building the table when the files are new or changed."""
+        with self.lock:
+            if paths != self.paths or self._stale():
+                self._build(paths)
+            return int(self.ends[-1]) if self.ends.size else 0
+
+    def read(self, paths: tuple[str, ...], index: np.ndarray) -> np.ndarray:
+        """The records at ``index`` (any shape), as an object array of bytes."""
+        with self.lock:
+            if paths != self.paths:
+                self._build(paths)
+            files, ends = self.files, self.ends
+        total = int(ends[-1]) if ends.size else 0
+        flat = index.reshape(-1)
+        if flat.size and (flat.min() < 0 or flat.max() >= total):
+            bad = int(flat[(flat < 0) | (flat >= total)][0])
+            raise errors.OutOfRangeError(f"record {bad} is out of range: the files hold {total} "
+                                         "records")
+        which = np.searchsorted(ends, flat, side="right")
+        local = flat - (ends[which] - np.asarray([files[w].starts.size for w in which],
+                                                 np.int64).reshape(-1))
+        out = np.empty(flat.size, object)
+        for w in np.unique(which):
+            mask = np.flatnonzero(which == w)
+            out[mask] = self._read_file(files[int(w)], local[mask])
+        return out.reshape(index.shape)
+
+    def _read_file(self, table: FileTable, local: np.ndarray) -> list[bytes]:
+        tfr = self.format.kind == "tfrecord"
+        frame = (tfrecord.HEADER_SIZE, tfrecord.FOOTER_SIZE) if tfr else (0, 0)
+        records = []
+        f = open(table.path, "rb") if table.content is None else None  # noqa: SIM115
+        try:
+            for k in local:
+                start, length = int(table.starts[k]), int(table.lengths[k])
+                size = frame[0] + length + frame[1]
+                if f is None:
+                    chunk: Any = memoryview(table.content)[start : start + size]  # type: ignore[arg-type]
+                else:
+                    f.seek(start)
+                    chunk = f.read(size)
+                if len(chunk) < size:
+                    raise errors.DataLossError(f"{table.path} is shorter than when it was read: "
+                                               f"the record at offset {start} is cut off")
+                records.append(tfrecord.record_at(chunk, 0, length, table.path, base=start)
+                               if tfr else bytes(chunk))
+        finally:
+            if f is not None:
+                f.close()
+        return records
+
+
+def _paths(filenames: Any) -> tuple[str, ...]:
+    return tuple(p.decode() if isinstance(p, bytes) else str(p)
+                 for p in np.asarray(filenames, object).reshape(-1))
+
+
+def _files(ctx: KernelContext) -> RecordFiles:
+    fmt = Format(str(ctx.attr("format")), str(ctx.attr("compression_type")),
+                 int(ctx.attr("record_bytes")), int(ctx.attr("header_bytes")),
+                 int(ctx.attr("footer_bytes")))
+    name = ctx.attr("shared_name") or ctx.name
+    found = ctx.resources.lookup_or_create(ctx.attr("container"), name, lambda: RecordFiles(fmt))
+    if not isinstance(found, RecordFiles) or found.format != fmt:
+        raise ctx.error(errors.InvalidArgumentError,
+                        f"Resource '{name}' on {ctx.device} is not a file source of {fmt}")
+    return found
+
+
+def _named(ctx: KernelContext, fn: Callable[[], Any]) -> Any:
+    """``fn()``, its errors naming this node; a missing or unreadable file is NotFound."""
+    try:
+        return fn()
+    except errors.OpError as e:
+        raise errors.at_node(e, ctx.node.name, ctx.node.op, ctx.device) from None
+    except FileNotFoundError as e:
+        raise ctx.error(errors.NotFoundError, f"{e.filename}: No such file or directory") from e
+    except OSError as e:
+        raise ctx.error(errors.UnknownError, f"{e.filename}: {e.strerror}") from e
+
+
+@kernel("DatasetFileRecordCount", "CPU")
+def _record_count(ctx: KernelContext) -> Callable[[Any], Any]:
+    files = _files(ctx)
+    return lambda filenames: np.int64(_named(ctx, lambda: files.count(_paths(filenames))))
+
+
+@kernel("DatasetFileRecordRead", "CPU")
+def _record_read(ctx: KernelContext) -> Callable[[Any, Any], Any]:
+    files = _files(ctx)
+
+    def run(filenames: Any, index: Any) -> Any:
+        idx = np.asarray(index, np.int64)
+        return _named(ctx, lambda: files.read(_paths(filenames), idx))
+
+    return run
+
+
+@kernel("MatchingFiles", "CPU")
+def _matching_files(ctx: KernelContext) -> Callable[[Any], Any]:
+    def run(pattern: Any) -> Any:
+        found: list[bytes] = []
+        for p in _paths(pattern):
+            found.extend(sorted(m.encode() for m in glob.glob(p)))
+        out = np.empty(len(found), object)
+        out[:] = found
+        return out
+
+    return run
