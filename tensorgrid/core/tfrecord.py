@@ -145,22 +145,24 @@ def record_table(buffer: bytes | memoryview, name: str) -> tuple[list[int], list
         DataLossError: a damaged length, or a record the buffer ends inside (names ``name`` and
             the record's offset).
     """
-    view = memoryview(buffer)
     starts: list[int] = []
     lengths: list[int] = []
-    offset, end = 0, len(view)
-    while offset < end:
-        if end - offset < HEADER_SIZE:
-            raise errors.DataLossError(f"Truncated record header at offset {offset} of {name}")
-        length = _length_of(view[offset : offset + HEADER_SIZE], offset, name)
-        if end - offset - HEADER_SIZE - FOOTER_SIZE < length:
-            raise errors.DataLossError(
-                f"Truncated record at offset {offset} of {name}: {length} bytes announced, "
-                f"{max(end - offset - HEADER_SIZE - FOOTER_SIZE, 0)} present"
-            )
-        starts.append(offset)
-        lengths.append(length)
-        offset += HEADER_SIZE + length + FOOTER_SIZE
+    # released on the way out, errors included, so a memory map under it can be closed
+    with memoryview(buffer) as view:
+        offset, end = 0, len(view)
+        while offset < end:
+            if end - offset < HEADER_SIZE:
+                raise errors.DataLossError(
+                    f"Truncated record header at offset {offset} of {name}")
+            length = _length_of(bytes(view[offset : offset + HEADER_SIZE]), offset, name)
+            if end - offset - HEADER_SIZE - FOOTER_SIZE < length:
+                raise errors.DataLossError(
+                    f"Truncated record at offset {offset} of {name}: {length} bytes announced, "
+                    f"{max(end - offset - HEADER_SIZE - FOOTER_SIZE, 0)} present"
+                )
+            starts.append(offset)
+            lengths.append(length)
+            offset += HEADER_SIZE + length + FOOTER_SIZE
     return starts, lengths
 
 
