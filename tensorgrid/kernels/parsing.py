@@ -151,7 +151,7 @@ def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool) -> tuple
         if batch:
             out = np.empty((len(rows), *parser.dense_shapes[j]), np_type)
             for b, p in enumerate(parts):
-                out[b] = p
+                out[b, ...] = p  # element-wise, also for object arrays of scalars
         else:
             out = np.array(parts[0], np_type)
         dense.append(out)
