@@ -1,0 +1,131 @@
+"""TFRecord files of tf.train.Example protos move between tensorgrid and real TensorFlow: TF
+reads and parses the files tensorgrid writes (plain and GZIP), and tensorgrid's TFRecordDataset
+and parse ops read the files TF writes (plain, GZIP, ZLIB). Runs where TensorFlow's interpreter
+exists (``TENSORGRID_TF_PYTHON``, else ``.venv-tf/bin/python`` of this checkout or of the main
+worktree); skips with the reason otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensorgrid as tf
+from tensorgrid.core import errors
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tf_python() -> str | None:
+    env = os.environ.get("TENSORGRID_TF_PYTHON")
+    if env:
+        return env if os.path.exists(env) else None
+    candidates = [REPO / ".venv-tf" / "bin" / "python"]
+    try:
+        common = subprocess.run(["git", "rev-parse", "--path-format=absolute",
+                                 "--git-common-dir"], cwd=REPO, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        candidates.append(Path(common).parent / ".venv-tf" / "bin" / "python")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return next((str(c) for c in candidates if c.exists()), None)
+
+
+TF_PYTHON = _tf_python()
+pytestmark = pytest.mark.skipif(
+    TF_PYTHON is None, reason="TensorFlow peer not found: set TENSORGRID_TF_PYTHON or create "
+    ".venv-tf (pip install tensorflow-cpu) to exchange TFRecord files with TensorFlow")
+
+# Reads tensorgrid's files, then writes its own: one TensorFlow process for both directions.
+TF_SCRIPT = r"""
+import json, os, sys
+import numpy as np
+import tensorflow as tf
+d = sys.argv[1]
+spec = {"x": tf.io.FixedLenFeature([2], tf.float32), "label": tf.io.FixedLenFeature([], tf.int64),
+        "name": tf.io.FixedLenFeature([], tf.string), "tags": tf.io.VarLenFeature(tf.int64)}
+out = {"ours": [], "ours_gzip": []}
+for r in tf.data.TFRecordDataset(os.path.join(d, "ours.tfrecord")):
+    p = tf.io.parse_single_example(r, spec)
+    out["ours"].append({"x": p["x"].numpy().tolist(), "label": int(p["label"]),
+                        "name": p["name"].numpy().decode(),
+                        "tags": p["tags"].values.numpy().tolist()})
+for r in tf.data.TFRecordDataset(os.path.join(d, "ours.gz"), compression_type="GZIP"):
+    out["ours_gzip"].append(r.numpy().decode())
+
+def example(i):
+    return tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i, i / 4])),
+        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i * 10])),
+        "image": tf.train.Feature(bytes_list=tf.train.BytesList(
+            value=[np.arange(i, i + 6, dtype=np.uint16).tobytes()])),
+        "tags": tf.train.Feature(int64_list=tf.train.Int64List(value=list(range(i)))),
+    })).SerializeToString()
+
+with tf.io.TFRecordWriter(os.path.join(d, "tf.tfrecord")) as w:
+    for i in range(5):
+        w.write(example(i))
+for kind in ("GZIP", "ZLIB"):
+    with tf.io.TFRecordWriter(os.path.join(d, "tf." + kind), options=kind) as w:
+        for i in range(3):
+            w.write(("%s-%d" % (kind, i)).encode())
+print(json.dumps(out))
+"""
+
+
+def _records(path, compression=None):
+    nxt = tf.data.TFRecordDataset(path, compression).make_one_shot_iterator().get_next()
+    out = []
+    with tf.Session() as sess:
+        while True:
+            try:
+                out.append(sess.run(nxt))
+            except errors.OutOfRangeError:
+                return out
+
+
+def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
+    with tf.python_io.TFRecordWriter(str(tmp_path / "ours.tfrecord")) as w:
+        for i in range(3):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i + 0.5, -i])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[2**40 + i])),
+                "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"ex%d" % i])),
+                "tags": tf.train.Feature(int64_list=tf.train.Int64List(value=[7] * i)),
+            })).SerializeToString())
+    with tf.io.TFRecordWriter(str(tmp_path / "ours.gz"), tf.io.TFRecordOptions("GZIP")) as w:
+        for i in range(4):
+            w.write(f"line {i}")
+    proc = subprocess.run([TF_PYTHON, "-c", TF_SCRIPT, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    # TensorFlow parsed what tensorgrid wrote
+    assert seen["ours"] == [{"x": [i + 0.5, -i], "label": 2**40 + i, "name": f"ex{i}",
+                             "tags": [7] * i} for i in range(3)]
+    assert seen["ours_gzip"] == [f"line {i}" for i in range(4)]
+
+    # tensorgrid reads and parses what TensorFlow wrote
+    records = tf.data.TFRecordDataset(str(tmp_path / "tf.tfrecord")).batch(5)
+    batch = records.make_one_shot_iterator().get_next()
+    parsed = tf.parse_example(batch, {
+        "x": tf.FixedLenFeature([2], tf.float32), "label": tf.FixedLenFeature([], tf.int64),
+        "image": tf.FixedLenFeature([], tf.string), "tags": tf.VarLenFeature(tf.int64)})
+    image = tf.decode_raw(parsed["image"], tf.uint16)
+    with tf.Session() as sess:
+        got, pixels = sess.run([parsed, image])
+    np.testing.assert_allclose(got["x"], [[i, i / 4] for i in range(5)])
+    assert got["label"].tolist() == [0, 10, 20, 30, 40]
+    np.testing.assert_array_equal(pixels, [np.arange(i, i + 6) for i in range(5)])
+    assert got["tags"].values.tolist() == [t for i in range(5) for t in range(i)]
+    assert got["tags"].dense_shape.tolist() == [5, 4]
+    for kind in ("GZIP", "ZLIB"):
+        assert _records(str(tmp_path / f"tf.{kind}"), kind) == [
+            f"{kind}-{i}".encode() for i in range(3)]
+        assert list(tf.python_io.tf_record_iterator(str(tmp_path / f"tf.{kind}"), kind)) == [
+            f"{kind}-{i}".encode() for i in range(3)]
