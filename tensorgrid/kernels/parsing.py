@@ -38,7 +38,7 @@ def _decode_raw(ctx: KernelContext) -> Callable[[Any], Any]:
                                 f"DecodeRaw requires input strings to all be the same size, but "
                                 f"element 0 has size {len(flat[0])} != {len(s)}")
         n = len(flat[0]) // dt.itemsize if flat else 0
-        values = np.frombuffer(b"".join(flat), dt).astype(out.as_numpy_dtype)
+        values: np.ndarray = np.frombuffer(b"".join(flat), dt).astype(out.as_numpy_dtype)
         return values.reshape((*strings.shape, n))
 
     return run
@@ -69,7 +69,9 @@ class ExampleParser:
                  dense_shapes: Sequence[Any]) -> None:
         self.sparse_types = list(sparse_types)
         self.dense_types = list(dense_types)
-        self.dense_shapes = [tuple(int(d) for d in as_shape(s).as_list()) for s in dense_shapes]
+        # the op's inference refused shapes that are not fully defined
+        self.dense_shapes = [tuple(int(d or 0) for d in as_shape(s).as_list())
+                             for s in dense_shapes]
 
     def parse(self, serialized: Sequence[bytes], names: Sequence[str], sparse_keys: list[str],
               dense_keys: list[str], defaults: Sequence[Any]) -> list[list[Any]]:
@@ -122,7 +124,7 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool) -> tuple[Any, ...]:
+def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool) -> Any:
     """Sparse indices, values and shapes, then dense values, for the rows of a batch (or the
     one row when not ``batch``)."""
     n_sparse = len(parser.sparse_types)
@@ -149,7 +151,7 @@ def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool) -> tuple
         parts = [r[n_sparse + j] for r in rows]
         np_type = object if t is dtypes.string else t.as_numpy_dtype
         if batch:
-            out = np.empty((len(rows), *parser.dense_shapes[j]), np_type)
+            out: np.ndarray = np.empty((len(rows), *parser.dense_shapes[j]), np_type)
             for b, p in enumerate(parts):
                 out[b, ...] = p  # element-wise, also for object arrays of scalars
         else:

@@ -49,6 +49,9 @@ def _outputs(ctx: InferContext, defaults: int, batch: TensorShape,
     shapes = [as_shape(s) for s in ctx.attr("dense_shapes")]
     if len(shapes) != len(dense_types):
         ctx.fail(f"dense_shapes has {len(shapes)} entries but Tdense has {len(dense_types)}")
+    for j, s in enumerate(shapes):
+        if not s.is_fully_defined():
+            ctx.fail(f"dense_shapes[{j}] must be fully defined, got {s}")
     for t in [*sparse_types, *dense_types]:
         if t not in FEATURE_DTYPES:
             ctx.fail(f"a feature's type must be float32, int64 or string, got {t.name}")

@@ -7,6 +7,7 @@ files. What is written here is read by TensorBoard as it reads TensorFlow's file
     writer.add_summary(sess.run(merged), global_step=step)
 """
 
+from tensorgrid.core.tfrecord import tf_record_iterator
 from tensorgrid.framework.summary_ops import (
     histogram,
     image,
@@ -25,7 +26,6 @@ from tensorgrid.pb.summary_pb2 import (
 )
 from tensorgrid.summary.event_file_writer import EventFileWriter
 from tensorgrid.summary.iterator import summary_iterator
-from tensorgrid.core.tfrecord import tf_record_iterator
 from tensorgrid.summary.writer import FileWriter, FileWriterCache
 
 __all__ = [

@@ -18,8 +18,8 @@ import time
 import weakref
 from typing import Any, BinaryIO
 
-from tensorgrid.pb import event_pb2
 from tensorgrid.core.tfrecord import encode_record
+from tensorgrid.pb import event_pb2
 
 __all__ = ["EventFileWriter", "FILE_VERSION"]
 

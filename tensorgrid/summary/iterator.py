@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tensorgrid.pb import event_pb2
 from tensorgrid.core.tfrecord import tf_record_iterator
+from tensorgrid.pb import event_pb2
 
 __all__ = ["summary_iterator"]
 

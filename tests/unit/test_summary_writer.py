@@ -20,6 +20,7 @@ import pytest
 import tensorgrid as tf
 from tensorgrid.core import errors
 from tensorgrid.core.crc32c import crc32c, mask
+from tensorgrid.core.tfrecord import encode_record, read_records
 from tensorgrid.summary import (
     Event,
     FileWriterCache,
@@ -29,7 +30,6 @@ from tensorgrid.summary import (
     summary_iterator,
     tf_record_iterator,
 )
-from tensorgrid.core.tfrecord import encode_record, read_records
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
