@@ -22,9 +22,8 @@ from typing import Any
 from tensorgrid import math as math_ops
 from tensorgrid.core import dtypes
 from tensorgrid.core.shapes import TensorShape
-from tensorgrid.data import structure
+from tensorgrid.data import batching, structure
 from tensorgrid.data.iterator import Iterator
-from tensorgrid.framework import array_create_ops as array_create
 from tensorgrid.framework import array_index_ops as array_index
 from tensorgrid.framework import array_ops
 from tensorgrid.framework.convert import convert_to_tensor, make_op
@@ -149,6 +148,23 @@ class Dataset:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         return _Batch(self, batch_size, drop_remainder)
+
+    def padded_batch(self, batch_size: int, padded_shapes: Any = None, padding_values: Any = None,
+                     drop_remainder: bool = False) -> Dataset:
+        """Batches of ``batch_size`` whose elements are padded to one shape: per dimension the
+        size in ``padded_shapes`` (one shape per component, in the elements' structure), or the
+        largest in the batch where that is None, -1 or ``padded_shapes`` is None. Padding is
+        ``padding_values`` (one per component, or one for all; default 0 / b"").
+
+        Raises:
+          ValueError: ``batch_size`` not a positive int, a component of unknown rank, or a
+            padded shape of the wrong rank. InvalidArgumentError (when run): an element larger
+            than its padded shape.
+        """
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        return _Batch(self, batch_size, drop_remainder,
+                      batching.padding_for(self._spec(), padded_shapes, padding_values))
 
     def shuffle(self, buffer_size: int, seed: int | None = None,
                 reshuffle_each_iteration: bool = True) -> Dataset:
@@ -348,50 +364,20 @@ class _Map(Dataset):
 
 
 class _Batch(Dataset):
-    def __init__(self, upstream: Dataset, batch_size: int, drop_remainder: bool) -> None:
+    def __init__(self, upstream: Dataset, batch_size: int, drop_remainder: bool,
+                 padding: batching.Padding | None = None) -> None:
         self._upstream, self._n, self._drop = upstream, batch_size, drop_remainder
+        self._padding = padding  # padded_batch's shapes and values, per component
 
     def _spec(self) -> Any:
-        lead = TensorShape([self._n if self._drop else None])
-        return structure.map_structure(
-            lambda s: structure.Spec(s.dtype, lead.concatenate(s.shape)), self._upstream._spec())
+        return batching.batch_spec(self._upstream._spec(), self._n, self._drop, self._padding)
 
     def _size(self, capture: Capture) -> Tensor:
-        up = self._upstream._size(capture)
-        n = _i64(self._n)
-        full = math_ops.floordiv(up, n)
-        if not self._drop:
-            full = math_ops.floordiv(math_ops.add(up, _i64(self._n - 1)), n)
-        return math_ops.where(math_ops.less(up, 0), up, full)
+        return batching.batch_count(self._upstream._size(capture), self._n, self._drop)
 
     def _element(self, index: Tensor, epoch: Tensor, capture: Capture) -> Any:
-        up_size = self._upstream._size(capture)
-        start = math_ops.multiply(index, self._n)
-        indices = math_ops.add(start, array_create.range(0, self._n, dtype=dtypes.int64))
-        if not self._drop:  # the last batch: repeat the last element, then cut to size
-            last = math_ops.where(math_ops.less(up_size, 0), math_ops.reduce_max(indices),
-                                  math_ops.subtract(up_size, 1))
-            indices = math_ops.minimum(indices, last)
-        epochs = math_ops.add(math_ops.multiply(indices, 0), epoch)
-        if self._upstream._vectorized:
-            batched = self._upstream._elements(indices, epochs, capture)
-        else:
-            per_element = [self._upstream._element(indices[k], epochs[k], capture)
-                           for k in range(self._n)]
-            batched = structure.pack_as(per_element[0], [
-                array_ops.stack(list(parts)) for parts in
-                zip(*(structure.flatten(e) for e in per_element))])
-        if self._drop:
-            return structure.map_structure(lambda t: _with_batch_dim(t, self._n), batched)
-        count = math_ops.where(math_ops.less(up_size, 0), _i64(self._n), math_ops.minimum(
-            _i64(self._n), math_ops.subtract(up_size, start)))
-        return structure.map_structure(lambda t: _with_batch_dim(t[:count], None), batched)
-
-
-def _with_batch_dim(t: Tensor, n: int | None) -> Tensor:
-    if t.shape.rank is not None:
-        t.set_shape(TensorShape([n]).concatenate(t.shape[1:]))
-    return t
+        return batching.batch_element(self._upstream, index, epoch, capture, self._n,
+                                      self._drop, self._padding)
 
 
 class _Shuffle(Dataset):

@@ -1,0 +1,63 @@
+"""tf.data transformations beyond the element-wise ones: padded_batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorgrid as tf
+from tensorgrid.core import errors
+
+
+def _all(fetch, sess, feed=None, limit=10_000):
+    out = []
+    for _ in range(limit):
+        try:
+            out.append(sess.run(fetch, feed))
+        except errors.OutOfRangeError:
+            return out
+    raise AssertionError("the iterator never ended")
+
+
+def _ragged(n):
+    """Element n: a vector of n copies of n (int64)."""
+    return tf.fill(tf.reshape(tf.cast(n, tf.int32), [1]), n)
+
+
+def test_padded_batch_pads_to_the_largest_in_each_batch():
+    ds = tf.data.Dataset.range(1, 6).map(lambda n: (_ragged(n), tf.as_string(n)))
+    batched = ds.padded_batch(2, padded_shapes=([None], []), padding_values=(np.int64(-1), b""))
+    assert [s.as_list() for s in batched.output_shapes] == [[None, None], [None]]
+    nxt = batched.make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        got = _all(nxt, sess)
+    assert [g[0].tolist() for g in got] == [[[1, -1], [2, 2]], [[3, 3, 3, -1], [4, 4, 4, 4]],
+                                            [[5, 5, 5, 5, 5]]]
+    assert [g[1].tolist() for g in got] == [[b"1", b"2"], [b"3", b"4"], [b"5"]]
+
+
+def test_padded_batch_to_fixed_shapes_with_a_dict_and_drop_remainder():
+    ds = tf.data.Dataset.range(5).map(lambda n: {"v": tf.cast(_ragged(n), tf.float32),
+                                                 "m": tf.reshape(tf.cast(_ragged(n), tf.int32),
+                                                                 [1, -1])})
+    batched = ds.padded_batch(2, padded_shapes={"v": [4], "m": [2, -1]}, drop_remainder=True)
+    assert batched.output_shapes["v"].as_list() == [2, 4]
+    assert batched.output_shapes["m"].as_list() == [2, 2, None]
+    nxt = batched.make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        got = _all(nxt, sess)
+    assert len(got) == 2  # the fifth element is dropped
+    np.testing.assert_array_equal(got[1]["v"], [[2, 2, 0, 0], [3, 3, 3, 0]])
+    np.testing.assert_array_equal(got[1]["m"], [[[2, 2, 0], [0, 0, 0]], [[3, 3, 3], [0, 0, 0]]])
+
+
+def test_padded_batch_errors():
+    ds = tf.data.Dataset.range(4).map(_ragged)
+    with pytest.raises(ValueError, match="rank"):
+        ds.padded_batch(2, padded_shapes=[None, None])
+    with pytest.raises(ValueError, match="positive int"):
+        ds.padded_batch(0)
+    too_small = ds.padded_batch(4, padded_shapes=[2]).make_one_shot_iterator().get_next()
+    with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
+                                             match="pad to a smaller size"):
+        sess.run(too_small)
