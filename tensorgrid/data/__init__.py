@@ -6,14 +6,17 @@ builds the ops that take the iterator's next position (a small stateful op that 
 into ordinary graph ops when ``get_next`` is built (no Python function runs when the graph
 does), so a pipeline runs wherever its graph is placed.
 
-Supported: ``Dataset.from_tensor_slices``, ``from_tensors``, ``range``, ``zip``, and ``map``,
-``batch``, ``shuffle``, ``repeat``, ``take``, ``skip``, ``prefetch``;
-``make_one_shot_iterator``, ``make_initializable_iterator`` (the initializer captures fed
-placeholders, as TF's does). ``map`` functions are traced once per element of a batch that
-follows them (``batch(n)`` after ``map`` builds ``n`` copies of the function's ops); datasets
-whose size is only known when elements are computed (``filter``, ``flat_map``,
-``interleave``, ``padded_batch``, files) are not supported, and ``prefetch`` computes elements
-when ``get_next`` runs.
+Supported: ``Dataset.from_tensor_slices``, ``from_tensors``, ``range``, ``zip``,
+``list_files``, and ``map``, ``batch``, ``padded_batch``, ``shuffle``, ``repeat``, ``take``,
+``skip``, ``prefetch``; the file sources ``TFRecordDataset``, ``TextLineDataset`` and
+``FixedLengthRecordDataset`` (``readers.py``: element ``i`` is record ``i``, read through a table
+of record offsets built when the files are first counted); ``make_one_shot_iterator``,
+``make_initializable_iterator`` (the initializer captures fed placeholders, as TF's does).
+``map`` functions are traced once per element of a batch that follows them (``batch(n)`` after
+``map`` builds ``n`` copies of the function's ops); datasets whose size is only known when
+elements are computed (``filter``, ``flat_map``, ``interleave``) are not supported: element
+``i`` of those depends on every element before it. ``prefetch`` computes elements when
+``get_next`` runs.
 """
 
 from tensorgrid.data.dataset import Dataset

@@ -105,7 +105,8 @@ class TFRecordDataset(_FileRecords):
 
 
 class TextLineDataset(_FileRecords):
-    """The lines of text files, without their ``\\n`` or ``\\r\\n`` (``tf.data.TextLineDataset``).
+    """The lines of text files, without their ``\\n`` and with every ``\\r`` dropped, as
+    TensorFlow reads them (``tf.data.TextLineDataset``).
 
     Args:
       filenames: a path, a list or string tensor of paths, or a dataset of paths.
@@ -121,8 +122,8 @@ class TextLineDataset(_FileRecords):
 
 class FixedLengthRecordDataset(_FileRecords):
     """Records of ``record_bytes`` bytes from binary files, each file's first ``header_bytes``
-    and last ``footer_bytes`` skipped (``tf.data.FixedLengthRecordDataset``); bytes left over
-    that do not fill a record are not one.
+    and last ``footer_bytes`` skipped (``tf.data.FixedLengthRecordDataset``). A file whose
+    body is not a whole number of records fails with ``InvalidArgumentError`` when scanned.
 
     Raises:
       ValueError: ``record_bytes`` not positive, or a negative header or footer.

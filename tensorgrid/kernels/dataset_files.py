@@ -71,9 +71,6 @@ def _text_lines(buffer: Any) -> tuple[np.ndarray, np.ndarray]:
     ends = np.concatenate([newlines, [data.size]]).astype(np.int64)
     if starts[-1] == data.size:  # a file ending in a newline has no empty line after it
         starts, ends = starts[:-1], ends[:-1]
-    # "\r\n" ends a line as "\n" does
-    cr = (ends > starts) & (data[np.maximum(ends - 1, 0)] == ord("\r")) if data.size else ends > 0
-    ends = ends - cr.astype(np.int64)
     return starts, ends - starts
 
 
@@ -88,8 +85,14 @@ def _scan(path: str, fmt: Format) -> FileTable:
         elif fmt.kind == "text_line":
             starts, lengths = _text_lines(buffer)
         else:
-            body = len(buffer) - fmt.header_bytes - fmt.footer_bytes
-            count = max(body, 0) // fmt.record_bytes  # a partial last record is not a record
+            body = max(len(buffer) - fmt.header_bytes - fmt.footer_bytes, 0)
+            if body % fmt.record_bytes:
+                raise errors.InvalidArgumentError(
+                    f"Excluding the header ({fmt.header_bytes} bytes) and footer "
+                    f"({fmt.footer_bytes} bytes), input file \"{path}\" has body length {body} "
+                    f"bytes, which is not an exact multiple of the record length "
+                    f"({fmt.record_bytes} bytes)")
+            count = body // fmt.record_bytes
             starts = fmt.header_bytes + np.arange(count, dtype=np.int64) * fmt.record_bytes
             lengths = np.full(count, fmt.record_bytes, np.int64)
     finally:
@@ -161,8 +164,14 @@ class RecordFiles:
                 if len(chunk) < size:
                     raise errors.DataLossError(f"{table.path} is shorter than when it was read: "
                                                f"the record at offset {start} is cut off")
-                records.append(tfrecord.record_at(chunk, 0, length, table.path, base=start)
-                               if tfr else bytes(chunk))
+                if tfr:
+                    records.append(tfrecord.record_at(chunk, 0, length, table.path, base=start))
+                elif self.format.kind == "text_line":
+                    # every "\r" is dropped, as TensorFlow's line reader drops them ("\r\n" ends
+                    # a line as "\n" does)
+                    records.append(bytes(chunk).replace(b"\r", b""))
+                else:
+                    records.append(bytes(chunk))
         finally:
             if f is not None:
                 f.close()

@@ -10,7 +10,7 @@ for a set of file names and kept in a resource of the device named by ``shared_n
   string tensor of ``index``'s shape.
 
 ``format`` says what a record is: ``tfrecord`` (TFRecord framing, ``compression_type`` "",
-"ZLIB" or "GZIP"), ``text_line`` (a line without its ``\\n`` or ``\\r\\n``) or ``fixed_length``
+"ZLIB" or "GZIP"), ``text_line`` (a line without its ``\\n``, every ``\\r`` dropped) or ``fixed_length``
 (``record_bytes`` bytes, after ``header_bytes`` and before ``footer_bytes`` of each file).
 Both are stateful: they read files, so nothing folds or caches them across steps.
 """

@@ -159,7 +159,7 @@ def test_bad_file_names_are_refused_when_building():
 
 
 def test_text_line_dataset(tmp_path):
-    (tmp_path / "a.txt").write_bytes(b"header\nx,1\r\n\ny,2")
+    (tmp_path / "a.txt").write_bytes(b"header\nx,1\r\n\ny,\r2")
     (tmp_path / "b.txt").write_bytes(b"z,3\n")
     (tmp_path / "c.txt").write_bytes(b"")
     with gzip.open(tmp_path / "d.txt.gz", "wb") as f:
@@ -178,14 +178,20 @@ def test_text_line_dataset(tmp_path):
 def test_fixed_length_records_with_header_and_footer_and_decode_raw(tmp_path):
     values = np.arange(12, dtype=np.int16)
     body = values.tobytes()
-    # 4 header bytes, three records of 8 bytes, 2 bytes left over, 3 footer bytes
-    (tmp_path / "f.bin").write_bytes(b"HEAD" + body[:24] + b"xx" + b"END")
+    # 4 header bytes, three records of 8 bytes, 3 footer bytes
+    (tmp_path / "f.bin").write_bytes(b"HEAD" + body[:24] + b"END")
+    (tmp_path / "g.bin").write_bytes(b"HEAD" + body[:24] + b"xx" + b"END")  # 2 bytes too many
     ds = tf.data.FixedLengthRecordDataset(str(tmp_path / "f.bin"), 8, header_bytes=4,
                                           footer_bytes=3)
     nxt = ds.map(lambda r: tf.decode_raw(r, tf.int16)).batch(3).make_one_shot_iterator()\
         .get_next()
+    partial = tf.data.FixedLengthRecordDataset(str(tmp_path / "g.bin"), 8, 4, 3)\
+        .make_one_shot_iterator().get_next()
     with tf.Session() as sess:
         (got,) = _all(nxt, sess)
+        with pytest.raises(errors.InvalidArgumentError, match="g.bin.*body length 26 bytes, "
+                           "which is not an exact multiple of the record length"):
+            sess.run(partial)
     np.testing.assert_array_equal(got, values.reshape(3, 4))
     with pytest.raises(ValueError, match="record_bytes"):
         tf.data.FixedLengthRecordDataset("f", 0)

@@ -56,6 +56,10 @@ for r in tf.data.TFRecordDataset(os.path.join(d, "ours.tfrecord")):
                         "tags": p["tags"].values.numpy().tolist()})
 for r in tf.data.TFRecordDataset(os.path.join(d, "ours.gz"), compression_type="GZIP"):
     out["ours_gzip"].append(r.numpy().decode())
+out["lines"] = [r.numpy().hex() for r in tf.data.TextLineDataset(
+    [os.path.join(d, "a.txt"), os.path.join(d, "b.txt")])]
+out["fixed"] = [r.numpy().hex() for r in tf.data.FixedLengthRecordDataset(
+    os.path.join(d, "f.bin"), 3, header_bytes=2, footer_bytes=1)]
 
 def example(i):
     return tf.train.Example(features=tf.train.Features(feature={
@@ -78,7 +82,11 @@ print(json.dumps(out))
 
 
 def _records(path, compression=None):
-    nxt = tf.data.TFRecordDataset(path, compression).make_one_shot_iterator().get_next()
+    return _read(tf.data.TFRecordDataset(path, compression))
+
+
+def _read(dataset):
+    nxt = dataset.make_one_shot_iterator().get_next()
     out = []
     with tf.Session() as sess:
         while True:
@@ -100,6 +108,10 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     with tf.io.TFRecordWriter(str(tmp_path / "ours.gz"), tf.io.TFRecordOptions("GZIP")) as w:
         for i in range(4):
             w.write(f"line {i}")
+    lines = b"one\r\ntwo\n\n\r\nlone\rcr\nlast"
+    (tmp_path / "a.txt").write_bytes(lines)
+    (tmp_path / "b.txt").write_bytes(b"\n")
+    (tmp_path / "f.bin").write_bytes(bytes(range(12)))  # 2 header + 3 * 3 + 1 footer
     proc = subprocess.run([TF_PYTHON, "-c", TF_SCRIPT, str(tmp_path)], capture_output=True,
                           text=True, timeout=300,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
@@ -109,6 +121,11 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     assert seen["ours"] == [{"x": [i + 0.5, -i], "label": 2**40 + i, "name": f"ex{i}",
                              "tags": [7] * i} for i in range(3)]
     assert seen["ours_gzip"] == [f"line {i}" for i in range(4)]
+    # text lines and fixed-length records split as TensorFlow splits them
+    text = tf.data.TextLineDataset([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")])
+    fixed = tf.data.FixedLengthRecordDataset(str(tmp_path / "f.bin"), 3, 2, 1)
+    assert [r.hex() for r in _read(text)] == seen["lines"]
+    assert [r.hex() for r in _read(fixed)] == seen["fixed"]
 
     # tensorgrid reads and parses what TensorFlow wrote
     records = tf.data.TFRecordDataset(str(tmp_path / "tf.tfrecord")).batch(5)
