@@ -1,21 +1,10 @@
-"""``tf.data.Dataset``: sources and transformations, each able to compute element ``i``.
-
-Every dataset implements:
-
-* ``_size()``: its number of elements, an int64 scalar tensor (-1: endless);
-* ``_element(index, epoch)``: the structure of tensors of element ``index`` (an int64 scalar);
-  ``epoch`` counts the passes of an enclosing ``repeat``, so a ``shuffle`` inside it draws a
-  new order each pass;
-* ``_elements(indices, epochs)`` when ``_vectorized``: several elements at once, stacked along
-  a new first dimension (what ``batch`` uses instead of building one copy per element).
-
-``capture`` (given by an initializable iterator) replaces each source tensor by a variable
-assigned when the iterator is initialized, so fed placeholders are read once, at
-initialization, as in TensorFlow.
+"""``tf.data.Dataset``: its sources and transformations, each able to compute element ``i``
+(the contract every dataset implements is ``DatasetBase``'s, in ``base.py``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +12,7 @@ from tensorgrid import math as math_ops
 from tensorgrid.core import dtypes
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.data import batching, structure
-from tensorgrid.data.iterator import Iterator
+from tensorgrid.data.base import Capture, DatasetBase
 from tensorgrid.framework import array_index_ops as array_index
 from tensorgrid.framework import array_ops
 from tensorgrid.framework.convert import convert_to_tensor, make_op
@@ -35,9 +24,6 @@ from tensorgrid.framework.random_ops import get_seed
 
 __all__ = ["Dataset"]
 
-Capture = Callable[[Tensor], Tensor]
-
-
 def _i64(value: Any) -> Tensor:
     return math_ops.cast(convert_to_tensor(value), dtypes.int64)
 
@@ -46,40 +32,9 @@ def _no_capture(t: Tensor) -> Tensor:
     return t
 
 
-class Dataset:
-    """A sequence of elements (see the module docstring); build pipelines with the methods
-    and read them with ``make_one_shot_iterator`` / ``make_initializable_iterator``."""
-
-    _vectorized = False
-
-    # ---------------------------------------------------------------- the contract
-    def _size(self, capture: Capture) -> Tensor:
-        raise NotImplementedError
-
-    def _element(self, index: Tensor, epoch: Tensor, capture: Capture) -> Any:
-        raise NotImplementedError
-
-    def _elements(self, indices: Tensor, epochs: Tensor, capture: Capture) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} computes one element at a time")
-
-    def _spec(self) -> Any:
-        """The structure of ``Spec``s of an element (what ``output_types``/``_shapes`` read)."""
-        return self._upstream._spec()  # type: ignore[attr-defined]
-
-    @property
-    def output_types(self) -> Any:
-        """The dtypes of an element's components, in the element's structure."""
-        return structure.map_structure(lambda s: s.dtype, self._spec())
-
-    @property
-    def output_shapes(self) -> Any:
-        """The static shapes of an element's components, in the element's structure."""
-        return structure.map_structure(lambda s: s.shape, self._spec())
-
-    @property
-    def output_classes(self) -> Any:
-        """The class of each component (always ``Tensor`` here)."""
-        return structure.map_structure(lambda s: Tensor, self._spec())
+class Dataset(DatasetBase):
+    """A sequence of elements (see ``DatasetBase``); build pipelines with the methods and read
+    them with ``make_one_shot_iterator`` / ``make_initializable_iterator``."""
 
     # ---------------------------------------------------------------- sources
     @staticmethod
@@ -166,6 +121,37 @@ class Dataset:
         return _Batch(self, batch_size, drop_remainder,
                       batching.padding_for(self._spec(), padded_shapes, padding_values))
 
+    def interleave(self, map_func: Callable[..., Any], cycle_length: int | None = None,
+                   block_length: int = 1, num_parallel_calls: Any = None) -> Dataset:
+        """The elements of the datasets ``map_func`` makes of this dataset's elements, in
+        TensorFlow's interleave order: ``cycle_length`` of them at a time (None or -1: the
+        number of CPUs, as AUTOTUNE), ``block_length`` elements from each in turn.
+
+        Supported where this dataset gives file names and ``map_func`` reads the file it is
+        given: ``lambda f: tf.data.TFRecordDataset(f)`` (or another file source), optionally
+        followed by ``map``; the files are counted when the dataset is.
+
+        Raises:
+          ValueError: another ``map_func`` (the size of its datasets would only be known when
+            their elements are computed), or a length below 1.
+        """
+        cycle = (os.cpu_count() or 1) if cycle_length is None or cycle_length == -1 else \
+            int(cycle_length)
+        if cycle < 1 or int(block_length) < 1:
+            raise ValueError(f"cycle_length and block_length must be positive, got "
+                             f"{cycle_length} and {block_length}")
+        argument = placeholder(dtypes.string, [], name="interleave_argument")
+        inner = map_func(argument)
+        if not isinstance(inner, Dataset):
+            raise TypeError(f"interleave/flat_map: map_func must return a Dataset, got "
+                            f"{type(inner).__name__}")
+        return inner._interleave_of(self, argument, cycle, int(block_length))
+
+    def flat_map(self, map_func: Callable[..., Any]) -> Dataset:
+        """The datasets ``map_func`` makes of the elements, one after the other (supported as
+        ``interleave``: a file source of each file name)."""
+        return self.interleave(map_func, cycle_length=1)
+
     def shuffle(self, buffer_size: int, seed: int | None = None,
                 reshuffle_each_iteration: bool = True) -> Dataset:
         """The elements in the random order a ``buffer_size`` buffer gives (TensorFlow's
@@ -193,20 +179,6 @@ class Dataset:
     def prefetch(self, buffer_size: Any) -> Dataset:
         """The same dataset (elements are computed when ``get_next`` runs)."""
         return self
-
-    def _sources(self) -> list[Tensor]:
-        """The tensors the dataset reads (what an initializable iterator captures)."""
-        return self._upstream._sources()  # type: ignore[attr-defined,no-any-return]
-
-    # ---------------------------------------------------------------- iterators
-    def make_one_shot_iterator(self) -> Iterator:
-        """An iterator that needs no initialization and reads the dataset once."""
-        return Iterator(self, initializable=False)
-
-    def make_initializable_iterator(self, shared_name: str | None = None) -> Iterator:
-        """An iterator to (re)start with ``sess.run(iterator.initializer, feed_dict=...)``."""
-        return Iterator(self, initializable=True, shared_name=shared_name)
-
 
 # ------------------------------------------------------------------------------ sources
 
@@ -353,6 +325,11 @@ class _Map(Dataset):
                 self._traced = structure.map_structure(
                     lambda t: structure.Spec(t.dtype, t.shape), structure.normalize(out))
         return self._traced
+
+    def _interleave_of(self, names: DatasetBase, argument: Tensor, cycle_length: int,
+                       block_length: int) -> Dataset:
+        return _Map(self._upstream._interleave_of(names, argument, cycle_length, block_length),
+                    self._fn)
 
     def _size(self, capture: Capture) -> Tensor:
         return self._upstream._size(capture)

@@ -19,7 +19,8 @@ from tensorgrid.core import dtypes
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.core.tfrecord import compression_of
 from tensorgrid.data import structure
-from tensorgrid.data.dataset import Capture, Dataset
+from tensorgrid.data.base import Capture, DatasetBase
+from tensorgrid.data.dataset import Dataset
 from tensorgrid.framework import array_create_ops as array_create
 from tensorgrid.framework.convert import convert_to_tensor, make_op
 from tensorgrid.framework.debug_ops import Assert
@@ -30,7 +31,7 @@ __all__ = ["FixedLengthRecordDataset", "TFRecordDataset", "TextLineDataset"]
 
 def _filenames(filenames: Any) -> Any:
     """A string tensor of paths, or a dataset of paths (materialized when read)."""
-    if isinstance(filenames, Dataset):
+    if isinstance(filenames, DatasetBase):
         spec = filenames._spec()
         if not isinstance(spec, structure.Spec) or spec.dtype is not dtypes.string or \
                 spec.shape.rank not in (None, 0):
@@ -50,10 +51,20 @@ class _FileRecords(Dataset):
 
     def __init__(self, filenames: Any, attrs: dict[str, Any]) -> None:
         self._filenames = _filenames(filenames)
+        self._format = attrs
         self._attrs = dict(attrs, shared_name=f"FileRecords_{uuid.uuid4().hex}")
 
+    def _interleave_of(self, names: DatasetBase, argument: Tensor, cycle_length: int,
+                       block_length: int) -> Any:
+        """The records of the files ``names`` gives, interleaved, when this dataset reads the
+        file named by ``argument`` (what ``interleave``'s function was called with)."""
+        if self._filenames is not argument:
+            return super()._interleave_of(names, argument, cycle_length, block_length)
+        return _FileRecords(names, dict(self._format, cycle_length=cycle_length,
+                                        block_length=block_length))
+
     def _sources(self) -> list[Tensor]:
-        if isinstance(self._filenames, Dataset):
+        if isinstance(self._filenames, DatasetBase):
             return self._filenames._sources()
         return [self._filenames]
 
@@ -61,7 +72,7 @@ class _FileRecords(Dataset):
         return structure.Spec(dtypes.string, TensorShape([]))
 
     def _paths(self, capture: Capture) -> Tensor:
-        if not isinstance(self._filenames, Dataset):
+        if not isinstance(self._filenames, DatasetBase):
             return capture(self._filenames)
         names = self._filenames
         if not names._vectorized:

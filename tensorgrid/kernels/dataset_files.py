@@ -35,6 +35,8 @@ class Format:
     record_bytes: int = 0
     header_bytes: int = 0
     footer_bytes: int = 0
+    cycle_length: int = 0  # > 1: the records in interleave's order
+    block_length: int = 1
 
 
 @dataclass
@@ -110,10 +112,15 @@ class RecordFiles:
         self.paths: tuple[str, ...] | None = None
         self.files: list[FileTable] = []
         self.ends = np.zeros(0, np.int64)  # cumulative record counts
+        self.order: np.ndarray | None = None  # output position -> record number (interleave)
 
     def _build(self, paths: tuple[str, ...]) -> None:
         self.files = [_scan(p, self.format) for p in paths]
-        self.ends = np.cumsum([f.starts.size for f in self.files], dtype=np.int64)
+        counts = [f.starts.size for f in self.files]
+        self.ends = np.cumsum(counts, dtype=np.int64)
+        self.order = interleave_order(counts, self.format.cycle_length,
+                                      self.format.block_length) \
+            if self.format.cycle_length > 1 else None
         self.paths = paths
 
     def _stale(self) -> bool:
@@ -131,13 +138,15 @@ class RecordFiles:
         with self.lock:
             if paths != self.paths:
                 self._build(paths)
-            files, ends = self.files, self.ends
+            files, ends, order = self.files, self.ends, self.order
         total = int(ends[-1]) if ends.size else 0
         flat = index.reshape(-1)
         if flat.size and (flat.min() < 0 or flat.max() >= total):
             bad = int(flat[(flat < 0) | (flat >= total)][0])
             raise errors.OutOfRangeError(f"record {bad} is out of range: the files hold {total} "
                                          "records")
+        if order is not None:
+            flat = order[flat]
         which = np.searchsorted(ends, flat, side="right")
         local = flat - (ends[which] - np.asarray([files[w].starts.size for w in which],
                                                  np.int64).reshape(-1))
@@ -178,6 +187,42 @@ class RecordFiles:
         return records
 
 
+def interleave_order(counts: list[int], cycle_length: int, block_length: int) -> np.ndarray:
+    """The record numbers (files' records numbered one file after the other) in the order
+    ``interleave`` gives: ``cycle_length`` slots, each holding an open file; the current slot
+    gives up to ``block_length`` records, then the next slot is current; a slot whose file is
+    finished is closed (the next slot becomes current) and, while files remain, an empty current
+    slot opens the next file (TensorFlow's deterministic order)."""
+    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    slots: list[list[int] | None] = [None] * cycle_length  # [file, records taken]
+    parts: list[np.ndarray] = []
+    current = block_taken = opened = 0
+    open_count = 0
+    while opened < len(counts) or open_count:
+        slot = slots[current]
+        if slot is None:
+            if opened < len(counts):
+                slots[current] = [opened, 0]
+                opened += 1
+                open_count += 1
+                continue
+            current, block_taken = (current + 1) % cycle_length, 0
+            continue
+        f, taken = slot
+        take = min(counts[f] - taken, block_length - block_taken)
+        if take > 0:
+            parts.append(firsts[f] + taken + np.arange(take, dtype=np.int64))
+            slot[1] += take
+            block_taken += take
+            if block_taken < block_length:
+                continue  # the file is finished: closed on the next turn
+        else:
+            slots[current] = None
+            open_count -= 1
+        current, block_taken = (current + 1) % cycle_length, 0
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
 def _paths(filenames: Any) -> tuple[str, ...]:
     return tuple(p.decode() if isinstance(p, bytes) else str(p)
                  for p in np.asarray(filenames, object).reshape(-1))
@@ -186,7 +231,8 @@ def _paths(filenames: Any) -> tuple[str, ...]:
 def _files(ctx: KernelContext) -> RecordFiles:
     fmt = Format(str(ctx.attr("format")), str(ctx.attr("compression_type")),
                  int(ctx.attr("record_bytes")), int(ctx.attr("header_bytes")),
-                 int(ctx.attr("footer_bytes")))
+                 int(ctx.attr("footer_bytes")), int(ctx.attr("cycle_length")),
+                 int(ctx.attr("block_length")))
     name = ctx.attr("shared_name") or ctx.name
     found = ctx.resources.lookup_or_create(ctx.attr("container"), name, lambda: RecordFiles(fmt))
     if not isinstance(found, RecordFiles) or found.format != fmt:

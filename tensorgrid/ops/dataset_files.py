@@ -10,8 +10,11 @@ for a set of file names and kept in a resource of the device named by ``shared_n
   string tensor of ``index``'s shape.
 
 ``format`` says what a record is: ``tfrecord`` (TFRecord framing, ``compression_type`` "",
-"ZLIB" or "GZIP"), ``text_line`` (a line without its ``\\n``, every ``\\r`` dropped) or ``fixed_length``
-(``record_bytes`` bytes, after ``header_bytes`` and before ``footer_bytes`` of each file).
+"ZLIB" or "GZIP"), ``text_line`` (a line without its ``\\n``, every ``\\r`` dropped) or
+``fixed_length`` (``record_bytes`` bytes, after ``header_bytes`` and before ``footer_bytes`` of
+each file). With ``cycle_length`` > 1 the records come in ``interleave``'s order instead of file
+after file: ``cycle_length`` files open at a time, ``block_length`` records from each in turn, a
+finished file replaced by the next one in its slot.
 Both are stateful: they read files, so nothing folds or caches them across steps.
 """
 
@@ -26,7 +29,8 @@ from tensorgrid.ops._infer import spec
 
 FORMATS = ("tfrecord", "text_line", "fixed_length")
 _DEFAULTS = {"container": "", "shared_name": "", "format": "tfrecord", "compression_type": "",
-             "record_bytes": 0, "header_bytes": 0, "footer_bytes": 0}
+             "record_bytes": 0, "header_bytes": 0, "footer_bytes": 0, "cycle_length": 0,
+             "block_length": 1}
 
 
 def _check(ctx: InferContext) -> None:
@@ -43,6 +47,8 @@ def _check(ctx: InferContext) -> None:
         ctx.fail(f"record_bytes must be positive, got {ctx.attr('record_bytes')}")
     if int(ctx.attr("header_bytes")) < 0 or int(ctx.attr("footer_bytes")) < 0:
         ctx.fail("header_bytes and footer_bytes must not be negative")
+    if int(ctx.attr("block_length")) < 1:
+        ctx.fail(f"block_length must be positive, got {ctx.attr('block_length')}")
 
 
 @op("DatasetFileRecordCount", stateful=True, defaults=_DEFAULTS)
@@ -63,8 +69,8 @@ def _record_read(ctx: InferContext) -> Sequence[TensorSpec]:
 
 not_differentiable("DatasetFileRecordCount", "DatasetFileRecordRead")
 
-_ATTRS = ("compression_type:string container footer_bytes:int format:string header_bytes:int "
-          "record_bytes:int shared_name")
+_ATTRS = ("block_length:int compression_type:string container cycle_length:int footer_bytes:int "
+          "format:string header_bytes:int record_bytes:int shared_name")
 declare_attrs({"DatasetFileRecordCount": _ATTRS, "DatasetFileRecordRead": _ATTRS})
 
 
