@@ -230,3 +230,39 @@ def test_matching_files(tmp_path):
     with tf.Session() as sess:
         got = sess.run(tf.io.matching_files([str(tmp_path / "x*"), str(tmp_path / "y?")]))
     assert [os.path.basename(p.decode()) for p in got] == ["x1", "x2", "y1"]
+
+
+# ------------------------------------------------------------------ interleave and flat_map
+
+
+def _files(tmp_path, counts):
+    names = []
+    for name, n in counts.items():
+        names.append(_write(tmp_path / f"{name}.tfrecord", [f"{name}{i}".encode()
+                                                            for i in range(n)]))
+    return names
+
+
+def test_interleave_of_file_sources_follows_tensorflows_order(tmp_path):
+    names = _files(tmp_path, {"a": 3, "b": 0, "c": 5, "d": 2})
+    files = tf.data.Dataset.from_tensor_slices(names)
+    inter = files.interleave(tf.data.TFRecordDataset, cycle_length=2, block_length=2)
+    flat = files.flat_map(lambda f: tf.data.TFRecordDataset(f).map(
+        lambda r: tf.string_join([r, "!"])))
+    with tf.Session() as sess:
+        # two files open at a time, two records from each in turn; a finished file's slot
+        # takes the next file
+        assert [r.decode() for r in _all(inter.make_one_shot_iterator().get_next(), sess)] == \
+            ["a0", "a1", "a2", "c0", "c1", "d0", "d1", "c2", "c3", "c4"]
+        assert [r.decode() for r in _all(flat.make_one_shot_iterator().get_next(), sess)] == \
+            [f"{n}{i}!" for n, k in (("a", 3), ("c", 5), ("d", 2)) for i in range(k)]
+
+
+def test_interleave_of_other_datasets_is_refused(tmp_path):
+    files = tf.data.Dataset.from_tensor_slices(["x"])
+    with pytest.raises(ValueError, match="returned a Range dataset; supported is a file source"):
+        files.interleave(lambda f: tf.data.Dataset.range(3), cycle_length=2)
+    with pytest.raises(ValueError, match="returned a Skip dataset"):
+        files.flat_map(lambda f: tf.data.TextLineDataset(f).skip(1))
+    with pytest.raises(ValueError, match="positive"):
+        files.interleave(tf.data.TFRecordDataset, cycle_length=0)

@@ -1,6 +1,7 @@
 """TFRecord files of tf.train.Example protos move between tensorgrid and real TensorFlow: TF
 reads and parses the files tensorgrid writes (plain and GZIP), and tensorgrid's TFRecordDataset
-and parse ops read the files TF writes (plain, GZIP, ZLIB). Runs where TensorFlow's interpreter
+and parse ops read the files TF writes (plain, GZIP, ZLIB); text lines, fixed-length records and
+interleave's order come out as TF's. Runs where TensorFlow's interpreter
 exists (``TENSORGRID_TF_PYTHON``, else ``.venv-tf/bin/python`` of this checkout or of the main
 worktree); skips with the reason otherwise."""
 
@@ -58,6 +59,10 @@ for r in tf.data.TFRecordDataset(os.path.join(d, "ours.gz"), compression_type="G
     out["ours_gzip"].append(r.numpy().decode())
 out["lines"] = [r.numpy().hex() for r in tf.data.TextLineDataset(
     [os.path.join(d, "a.txt"), os.path.join(d, "b.txt")])]
+il = json.load(open(os.path.join(d, "interleave.json")))
+out["interleave"] = [[r.numpy().decode() for r in tf.data.Dataset.from_tensor_slices(il["files"])
+                      .interleave(tf.data.TFRecordDataset, cycle_length=c, block_length=b)]
+                     for c, b in il["configs"]]
 out["fixed"] = [r.numpy().hex() for r in tf.data.FixedLengthRecordDataset(
     os.path.join(d, "f.bin"), 3, header_bytes=2, footer_bytes=1)]
 
@@ -108,6 +113,15 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     with tf.io.TFRecordWriter(str(tmp_path / "ours.gz"), tf.io.TFRecordOptions("GZIP")) as w:
         for i in range(4):
             w.write(f"line {i}")
+    interleaved = []
+    for name, n in (("p", 4), ("q", 0), ("r", 7), ("s", 1), ("t", 3), ("u", 5)):
+        with tf.python_io.TFRecordWriter(str(tmp_path / f"{name}.tfrecord")) as w:
+            for i in range(n):
+                w.write(f"{name}{i}")
+        interleaved.append(str(tmp_path / f"{name}.tfrecord"))
+    configs = [(2, 2), (3, 1), (4, 3), (1, 2)]
+    (tmp_path / "interleave.json").write_text(json.dumps({"files": interleaved,
+                                                          "configs": configs}))
     lines = b"one\r\ntwo\n\n\r\nlone\rcr\nlast"
     (tmp_path / "a.txt").write_bytes(lines)
     (tmp_path / "b.txt").write_bytes(b"\n")
@@ -126,6 +140,10 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     fixed = tf.data.FixedLengthRecordDataset(str(tmp_path / "f.bin"), 3, 2, 1)
     assert [r.hex() for r in _read(text)] == seen["lines"]
     assert [r.hex() for r in _read(fixed)] == seen["fixed"]
+    files = tf.data.Dataset.from_tensor_slices(interleaved)
+    for (cycle, block), expected in zip(configs, seen["interleave"], strict=True):
+        got = _read(files.interleave(tf.data.TFRecordDataset, cycle, block))
+        assert [r.decode() for r in got] == expected, (cycle, block)
 
     # tensorgrid reads and parses what TensorFlow wrote
     records = tf.data.TFRecordDataset(str(tmp_path / "tf.tfrecord")).batch(5)
