@@ -11,6 +11,7 @@ local session, as in TensorFlow).
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -103,16 +104,25 @@ class TFRecordDataset(_FileRecords):
     Args:
       filenames: a path, a list or string tensor of paths, or a dataset of paths.
       compression_type: ``""``/None, ``"ZLIB"`` or ``"GZIP"``.
-      buffer_size, num_parallel_reads: accepted for TensorFlow's signature; files are read by
-        record offset, with no read-ahead buffer, one at a time.
+      buffer_size: accepted for TensorFlow's signature (records are read by offset, with no
+        read-ahead buffer).
+      num_parallel_reads: above 1 (or -1, AUTOTUNE: the number of CPUs), the records come in
+        the order TensorFlow gives them then: interleaved, ``num_parallel_reads`` files at a
+        time, one record from each in turn.
 
     Reading a damaged record raises ``DataLossError`` naming the file and the record's offset.
     """
 
     def __init__(self, filenames: Any, compression_type: Any = None, buffer_size: Any = None,
                  num_parallel_reads: Any = None) -> None:
+        reads = 1 if num_parallel_reads is None else int(num_parallel_reads)
+        if reads == -1:
+            reads = os.cpu_count() or 1
+        if reads < 1:
+            raise ValueError(f"num_parallel_reads must be positive or -1, got {num_parallel_reads}")
         super().__init__(filenames, {"format": "tfrecord",
-                                     "compression_type": compression_of(compression_type)})
+                                     "compression_type": compression_of(compression_type),
+                                     "cycle_length": reads if reads > 1 else 0})
 
 
 class TextLineDataset(_FileRecords):

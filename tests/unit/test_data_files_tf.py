@@ -63,6 +63,8 @@ il = json.load(open(os.path.join(d, "interleave.json")))
 out["interleave"] = [[r.numpy().decode() for r in tf.data.Dataset.from_tensor_slices(il["files"])
                       .interleave(tf.data.TFRecordDataset, cycle_length=c, block_length=b)]
                      for c, b in il["configs"]]
+out["parallel_reads"] = [r.numpy().decode() for r in tf.data.TFRecordDataset(
+    il["files"], num_parallel_reads=3)]
 out["fixed"] = [r.numpy().hex() for r in tf.data.FixedLengthRecordDataset(
     os.path.join(d, "f.bin"), 3, header_bytes=2, footer_bytes=1)]
 
@@ -144,6 +146,8 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     for (cycle, block), expected in zip(configs, seen["interleave"], strict=True):
         got = _read(files.interleave(tf.data.TFRecordDataset, cycle, block))
         assert [r.decode() for r in got] == expected, (cycle, block)
+    parallel = _read(tf.data.TFRecordDataset(interleaved, num_parallel_reads=3))
+    assert [r.decode() for r in parallel] == seen["parallel_reads"]
 
     # tensorgrid reads and parses what TensorFlow wrote
     records = tf.data.TFRecordDataset(str(tmp_path / "tf.tfrecord")).batch(5)
