@@ -176,6 +176,10 @@ class Dataset(DatasetBase):
         """All but the first ``count`` elements."""
         return _Skip(self, int(count))
 
+    def apply(self, transformation_func: Callable[[Dataset], Dataset]) -> Dataset:
+        """``transformation_func(self)`` (for the ``tf.data.experimental`` transformations)."""
+        return transformation_func(self)
+
     def prefetch(self, buffer_size: Any) -> Dataset:
         """The same dataset (elements are computed when ``get_next`` runs)."""
         return self

@@ -61,3 +61,26 @@ def test_padded_batch_errors():
     with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
                                              match="pad to a smaller size"):
         sess.run(too_small)
+
+
+def test_apply_with_the_experimental_transformations(tmp_path):
+    names = []
+    for f in range(3):
+        path = str(tmp_path / f"{f}.tfrecord")
+        with tf.python_io.TFRecordWriter(path) as w:
+            for i in range(2):
+                w.write(f"{f}-{i}")
+        names.append(path)
+    files = tf.data.Dataset.from_tensor_slices(names)
+    inter = files.apply(tf.data.experimental.parallel_interleave(
+        tf.data.TFRecordDataset, cycle_length=3))
+    batched = tf.data.Dataset.range(5).apply(tf.data.experimental.map_and_batch(
+        lambda x: x * 2, 2, drop_remainder=True))
+    shuffled = tf.data.Dataset.range(4).apply(tf.data.experimental.shuffle_and_repeat(4, 2, 7))
+    with tf.Session() as sess:
+        assert _all(inter.make_one_shot_iterator().get_next(), sess) == [
+            b"0-0", b"1-0", b"2-0", b"0-1", b"1-1", b"2-1"]
+        assert [b.tolist() for b in _all(batched.make_one_shot_iterator().get_next(), sess)] \
+            == [[0, 2], [4, 6]]
+        order = _all(shuffled.make_one_shot_iterator().get_next(), sess)
+    assert sorted(order[:4]) == [0, 1, 2, 3] and sorted(order[4:]) == [0, 1, 2, 3]
