@@ -91,6 +91,7 @@ from tensorgrid.framework.math_special_ops import (
 )
 from tensorgrid.framework.parsing_ops import (
                                       FixedLenFeature,
+                                      FixedLenSequenceFeature,
                                       VarLenFeature,
                                       decode_raw,
                                       matching_files,

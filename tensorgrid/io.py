@@ -8,6 +8,7 @@ from tensorgrid.core.tfrecord import (
 )
 from tensorgrid.framework.parsing_ops import (
     FixedLenFeature,
+    FixedLenSequenceFeature,
     VarLenFeature,
     decode_raw,
     matching_files,
@@ -16,7 +17,7 @@ from tensorgrid.framework.parsing_ops import (
 )
 
 __all__ = [
-    "FixedLenFeature", "TFRecordCompressionType", "TFRecordOptions", "TFRecordWriter",
+    "FixedLenFeature", "FixedLenSequenceFeature", "TFRecordCompressionType", "TFRecordOptions", "TFRecordWriter",
     "VarLenFeature", "decode_raw", "matching_files", "parse_example", "parse_single_example",
     "tf_record_iterator",
 ]

@@ -21,7 +21,7 @@ from tensorgrid.framework.convert import convert_to_tensor, make_op, make_op_out
 from tensorgrid.framework.graph import Tensor
 from tensorgrid.framework.string_ops import SparseTensor
 
-__all__ = ["FixedLenFeature", "VarLenFeature", "decode_raw", "matching_files", "parse_example",
+__all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "decode_raw", "matching_files", "parse_example",
            "parse_single_example"]
 
 _FEATURE_DTYPES = (dtypes.float32, dtypes.int64, dtypes.string)
@@ -36,6 +36,18 @@ class FixedLenFeature(NamedTuple):
     default_value: Any = None
 
 
+class FixedLenSequenceFeature(NamedTuple):
+    """A feature of any number of values in blocks of ``shape``, parsed to a dense tensor of
+    ``[blocks] + shape`` (``[batch, most blocks] + shape`` from ``parse_example``, padded with
+    ``default_value``, 0 or b"" when None). ``allow_missing`` must be True: an example without
+    the feature has no blocks."""
+
+    shape: Any
+    dtype: Any
+    allow_missing: bool = False
+    default_value: Any = None
+
+
 class VarLenFeature(NamedTuple):
     """A feature of any number of values, parsed to a ``SparseTensor``."""
 
@@ -46,26 +58,33 @@ def _check_features(features: Mapping[str, Any]) -> None:
     if not features:
         raise ValueError("features must name at least one feature")
     for key, f in features.items():
-        if not isinstance(f, FixedLenFeature | VarLenFeature):
-            raise TypeError(f"feature '{key}': expected a FixedLenFeature or VarLenFeature, got "
-                            f"{type(f).__name__}")
+        if not isinstance(f, FixedLenFeature | FixedLenSequenceFeature | VarLenFeature):
+            raise TypeError(f"feature '{key}': expected a FixedLenFeature, "
+                            f"FixedLenSequenceFeature or VarLenFeature, got {type(f).__name__}")
+        if isinstance(f, FixedLenSequenceFeature) and not f.allow_missing:
+            raise ValueError(f"feature '{key}': Unsupported: FixedLenSequenceFeature requires "
+                             "allow_missing to be True")
         if dtypes.as_dtype(f.dtype) not in _FEATURE_DTYPES:
             raise ValueError(f"feature '{key}': dtype must be float32, int64 or string, got "
                              f"{dtypes.as_dtype(f.dtype).name}")
-        if isinstance(f, FixedLenFeature) and not TensorShape(f.shape).is_fully_defined():
-            raise ValueError(f"feature '{key}': a FixedLenFeature needs a fully defined shape, "
+        if not isinstance(f, VarLenFeature) and not TensorShape(f.shape).is_fully_defined():
+            raise ValueError(f"feature '{key}': a {type(f).__name__} needs a fully defined shape, "
                              f"got {TensorShape(f.shape)}")
 
 
 def _split(features: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     _check_features(features)
     sparse = sorted(k for k, f in features.items() if isinstance(f, VarLenFeature))
-    dense = sorted(k for k, f in features.items() if isinstance(f, FixedLenFeature))
+    dense = sorted(k for k, f in features.items() if not isinstance(f, VarLenFeature))
     return sparse, dense
 
 
-def _default(f: FixedLenFeature) -> Tensor:
+def _default(f: FixedLenFeature | FixedLenSequenceFeature) -> Tensor:
     dt = dtypes.as_dtype(f.dtype)
+    if isinstance(f, FixedLenSequenceFeature):  # the padding: a scalar
+        value = f.default_value if f.default_value is not None else \
+            (b"" if dt is dtypes.string else 0)
+        return convert_to_tensor(value, dtype=dt)
     if f.default_value is None:  # empty: required
         return convert_to_tensor([], dtype=dt)
     value = convert_to_tensor(f.default_value, dtype=dt)
@@ -76,7 +95,13 @@ def _default(f: FixedLenFeature) -> Tensor:
 def _attrs(features: Mapping[str, Any], sparse: list[str], dense: list[str]) -> dict[str, Any]:
     return {"sparse_types": [dtypes.as_dtype(features[k].dtype) for k in sparse],
             "Tdense": [dtypes.as_dtype(features[k].dtype) for k in dense],
-            "dense_shapes": [TensorShape(features[k].shape) for k in dense]}
+            "dense_shapes": [_dense_shape(features[k]) for k in dense]}
+
+
+def _dense_shape(f: FixedLenFeature | FixedLenSequenceFeature) -> TensorShape:
+    shape = TensorShape(f.shape)
+    return TensorShape([None]).concatenate(shape) if isinstance(f, FixedLenSequenceFeature) \
+        else shape
 
 
 def _pack(outs: tuple[Tensor, ...], sparse: list[str], dense: list[str]) -> dict[str, Any]:
@@ -90,8 +115,9 @@ def _pack(outs: tuple[Tensor, ...], sparse: list[str], dense: list[str]) -> dict
 def parse_example(serialized: Any, features: Mapping[str, Any], name: str | None = None,
                   example_names: Any = None) -> dict[str, Any]:
     """A batch of serialized ``tf.train.Example`` protos (a string vector) parsed to a dict:
-    per ``FixedLenFeature`` a tensor of ``[batch] + shape``, per ``VarLenFeature`` a
-    ``SparseTensor`` of dense shape ``[batch, most values]``.
+    per ``FixedLenFeature`` a tensor of ``[batch] + shape``, per ``FixedLenSequenceFeature``
+    one of ``[batch, most blocks] + shape``, per ``VarLenFeature`` a ``SparseTensor`` of dense
+    shape ``[batch, most values]``.
 
     Raises:
       ValueError, TypeError: an empty or malformed ``features``.

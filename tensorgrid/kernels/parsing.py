@@ -69,9 +69,8 @@ class ExampleParser:
                  dense_shapes: Sequence[Any]) -> None:
         self.sparse_types = list(sparse_types)
         self.dense_types = list(dense_types)
-        # the op's inference refused shapes that are not fully defined
-        self.dense_shapes = [tuple(int(d or 0) for d in as_shape(s).as_list())
-                             for s in dense_shapes]
+        # fully defined but, for a sequence (FixedLenSequenceFeature), the first dimension
+        self.dense_shapes: list[list[int | None]] = [as_shape(s).as_list() for s in dense_shapes]
 
     def parse(self, serialized: Sequence[bytes], names: Sequence[str], sparse_keys: list[str],
               dense_keys: list[str], defaults: Sequence[Any]) -> list[list[Any]]:
@@ -97,8 +96,19 @@ class ExampleParser:
         return rows
 
     @staticmethod
-    def _dense(feature: feature_pb2.Feature | None, dtype: dtypes.DType, shape: tuple[int, ...],
-               default: np.ndarray, key: str, where: str) -> np.ndarray:
+    def _dense(feature: feature_pb2.Feature | None, dtype: dtypes.DType,
+               shape: list[int | None], default: np.ndarray, key: str, where: str) -> np.ndarray:
+        if shape and shape[0] is None:  # a sequence: as many blocks as there are values for
+            rest = [int(d) for d in shape[1:]]  # type: ignore[arg-type]
+            stride = int(np.prod(rest, dtype=np.int64))
+            values = _values(feature, dtype, key, where) if feature is not None else \
+                _values(feature_pb2.Feature(), dtype, key, where)
+            if stride == 0 or values.size % stride:
+                raise errors.InvalidArgumentError(
+                    f"{where}, Key: {key}. Number of {dtype.name} values is not a multiple of "
+                    f"stride length. Saw {values.size} values but output shape is: "
+                    f"{[-1, *rest]}")
+            return values.reshape([-1, *rest])
         size = int(np.prod(shape, dtype=np.int64))
         if feature is None:
             if default.size == 0 and size != 0:
@@ -124,7 +134,8 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool) -> Any:
+def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool,
+             defaults: Any) -> Any:
     """Sparse indices, values and shapes, then dense values, for the rows of a batch (or the
     one row when not ``batch``)."""
     n_sparse = len(parser.sparse_types)
@@ -150,6 +161,17 @@ def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool) -> Any:
     for j, t in enumerate(parser.dense_types):
         parts = [r[n_sparse + j] for r in rows]
         np_type = object if t is dtypes.string else t.as_numpy_dtype
+        shape = parser.dense_shapes[j]
+        if shape and shape[0] is None:  # sequences, padded to the longest with the default
+            longest = max((p.shape[0] for p in parts), default=0)
+            rest = [int(d) for d in shape[1:]]  # type: ignore[arg-type]
+            seq = np.empty((len(parts), longest, *rest), np_type)
+            seq[...] = np.asarray(defaults[j]).reshape(())[()] if np.size(defaults[j]) else \
+                (b"" if t is dtypes.string else 0)
+            for b, p in enumerate(parts):
+                seq[b, : p.shape[0]] = p
+            dense.append(seq if batch else seq[0])
+            continue
         if batch:
             out: np.ndarray = np.empty((len(rows), *parser.dense_shapes[j]), np_type)
             for b, p in enumerate(parts):
@@ -175,7 +197,7 @@ def _parse_example(ctx: KernelContext) -> Callable[..., Any]:
                                 rest[n_sparse + n_dense :])
         except errors.OpError as e:
             raise errors.at_node(e, ctx.node.name, ctx.node.op, ctx.device) from None
-        return _outputs(parser, rows, batch=True)
+        return _outputs(parser, rows, True, rest[n_sparse + n_dense :])
 
     return run
 
@@ -192,6 +214,6 @@ def _parse_single_example(ctx: KernelContext) -> Callable[..., Any]:
             rows = parser.parse([data], [], sparse_keys, dense_keys, defaults)
         except errors.OpError as e:
             raise errors.at_node(e, ctx.node.name, ctx.node.op, ctx.device) from None
-        return _outputs(parser, rows, batch=False)
+        return _outputs(parser, rows, False, defaults)
 
     return run

@@ -6,7 +6,10 @@
 * ``ParseExample(serialized, names, sparse_keys..., dense_keys..., dense_defaults...)``: a
   vector of serialized ``tf.train.Example`` protos parsed into, per sparse key, a sparse
   tensor (indices ``[n, 2]``, values, dense_shape ``[2]``) and, per dense key, a tensor of
-  ``[batch] + dense_shape``. An empty ``dense_defaults[j]`` makes that feature required.
+  ``[batch] + dense_shape``. An empty ``dense_defaults[j]`` makes that feature required. A
+  dense shape whose first dimension is unknown (-1) is a sequence: the values in blocks of the
+  rest of the shape, as many as there are (none when missing), padded to the batch's longest
+  with ``dense_defaults[j]`` (a scalar).
 * ``ParseSingleExample(serialized, dense_defaults...)``: one serialized Example; the keys are
   attrs, sparse indices ``[n, 1]``, dense outputs of ``dense_shape``.
 
@@ -50,8 +53,10 @@ def _outputs(ctx: InferContext, defaults: int, batch: TensorShape,
     if len(shapes) != len(dense_types):
         ctx.fail(f"dense_shapes has {len(shapes)} entries but Tdense has {len(dense_types)}")
     for j, s in enumerate(shapes):
-        if not s.is_fully_defined():
-            ctx.fail(f"dense_shapes[{j}] must be fully defined, got {s}")
+        # a first dimension of -1: a sequence of any length (FixedLenSequenceFeature)
+        if s.rank is None or not TensorShape(s.as_list()[1:]).is_fully_defined():
+            ctx.fail(f"dense_shapes[{j}] must be fully defined but for its first dimension, "
+                     f"got {s}")
     for t in [*sparse_types, *dense_types]:
         if t not in FEATURE_DTYPES:
             ctx.fail(f"a feature's type must be float32, int64 or string, got {t.name}")

@@ -55,6 +55,11 @@ for r in tf.data.TFRecordDataset(os.path.join(d, "ours.tfrecord")):
     out["ours"].append({"x": p["x"].numpy().tolist(), "label": int(p["label"]),
                         "name": p["name"].numpy().decode(),
                         "tags": p["tags"].values.numpy().tolist()})
+seq = tf.io.parse_example(tf.stack(list(tf.data.TFRecordDataset(os.path.join(d, "ours.tfrecord")))),
+                         {"tags": tf.io.FixedLenSequenceFeature([], tf.int64, allow_missing=True,
+                                                                default_value=-5),
+                          "x": tf.io.FixedLenSequenceFeature([1], tf.float32, allow_missing=True)})
+out["sequences"] = {k: v.numpy().tolist() for k, v in seq.items()}
 for r in tf.data.TFRecordDataset(os.path.join(d, "ours.gz"), compression_type="GZIP"):
     out["ours_gzip"].append(r.numpy().decode())
 out["lines"] = [r.numpy().hex() for r in tf.data.TextLineDataset(
@@ -137,6 +142,13 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     assert seen["ours"] == [{"x": [i + 0.5, -i], "label": 2**40 + i, "name": f"ex{i}",
                              "tags": [7] * i} for i in range(3)]
     assert seen["ours_gzip"] == [f"line {i}" for i in range(4)]
+    # sequence features padded as TensorFlow pads them
+    records = tf.data.TFRecordDataset(str(tmp_path / "ours.tfrecord")).batch(3)
+    seq = tf.parse_example(records.make_one_shot_iterator().get_next(), {
+        "tags": tf.FixedLenSequenceFeature([], tf.int64, allow_missing=True, default_value=-5),
+        "x": tf.FixedLenSequenceFeature([1], tf.float32, allow_missing=True)})
+    with tf.Session() as sess:
+        assert {k: v.tolist() for k, v in sess.run(seq).items()} == seen["sequences"]
     # text lines and fixed-length records split as TensorFlow splits them
     text = tf.data.TextLineDataset([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")])
     fixed = tf.data.FixedLengthRecordDataset(str(tmp_path / "f.bin"), 3, 2, 1)

@@ -84,7 +84,7 @@ def test_bad_feature_specs_are_refused_when_building():
         tf.parse_single_example(tf.constant(b""), {"x": tf.FixedLenFeature([None], tf.float32)})
     with pytest.raises(ValueError, match="float32, int64 or string"):
         tf.parse_single_example(tf.constant(b""), {"x": tf.FixedLenFeature([], tf.int32)})
-    with pytest.raises(TypeError, match="FixedLenFeature or VarLenFeature"):
+    with pytest.raises(TypeError, match="FixedLenSequenceFeature or VarLenFeature, got DType"):
         tf.parse_single_example(tf.constant(b""), {"x": tf.float32})
 
 
@@ -148,3 +148,27 @@ def test_tf1_input_pipeline_trains_from_tfrecord_files(tmp_path):
     assert last < first * 1e-3
     np.testing.assert_allclose(w_val.ravel(), true_w, atol=1e-2)
     assert abs(b_val - true_b) < 1e-2
+
+
+def test_fixed_len_sequence_features_are_padded_to_the_longest():
+    spec = {"pts": tf.FixedLenSequenceFeature([2], tf.float32, allow_missing=True,
+                                              default_value=-1.0),
+            "words": tf.FixedLenSequenceFeature([], tf.string, allow_missing=True)}
+    batch = [_example(pts=[1.0, 2.0, 3.0, 4.0], words=[b"a"]), _example(words=[b"b", b"c"]),
+             _example(pts=[5.0, 6.0])]
+    parsed = tf.parse_example(tf.constant(batch), spec)
+    single = tf.parse_single_example(tf.constant(batch[0]), spec)
+    assert parsed["pts"].shape.as_list() == [3, None, 2]
+    assert single["pts"].shape.as_list() == [None, 2]
+    odd = tf.parse_single_example(tf.constant(_example(pts=[1.0, 2.0, 3.0])), spec)
+    with tf.Session() as sess:
+        got, one = sess.run([parsed, single])
+        with pytest.raises(errors.InvalidArgumentError, match="not a multiple of stride length"):
+            sess.run(odd)
+    np.testing.assert_array_equal(got["pts"], [[[1, 2], [3, 4]], [[-1, -1], [-1, -1]],
+                                               [[5, 6], [-1, -1]]])
+    assert got["words"].tolist() == [[b"a", b""], [b"b", b"c"], [b"", b""]]
+    np.testing.assert_array_equal(one["pts"], [[1, 2], [3, 4]])
+    assert one["words"].tolist() == [b"a"]
+    with pytest.raises(ValueError, match="allow_missing"):
+        tf.parse_example(tf.constant(batch), {"w": tf.io.FixedLenSequenceFeature([], tf.int64)})
