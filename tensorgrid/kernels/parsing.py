@@ -99,7 +99,7 @@ class ExampleParser:
     def _dense(feature: feature_pb2.Feature | None, dtype: dtypes.DType,
                shape: list[int | None], default: np.ndarray, key: str, where: str) -> np.ndarray:
         if shape and shape[0] is None:  # a sequence: as many blocks as there are values for
-            rest = [int(d) for d in shape[1:]]  # type: ignore[arg-type]
+            rest = [d or 0 for d in shape[1:]]
             stride = int(np.prod(rest, dtype=np.int64))
             values = _values(feature, dtype, key, where) if feature is not None else \
                 _values(feature_pb2.Feature(), dtype, key, where)
@@ -109,20 +109,21 @@ class ExampleParser:
                     f"stride length. Saw {values.size} values but output shape is: "
                     f"{[-1, *rest]}")
             return values.reshape([-1, *rest])
-        size = int(np.prod(shape, dtype=np.int64))
+        dims = [d or 0 for d in shape]  # all known here
+        size = int(np.prod(dims, dtype=np.int64))
         if feature is None:
             if default.size == 0 and size != 0:
                 raise errors.InvalidArgumentError(
                     f"{where}, Feature: {key} (data type: {dtype.name}) is required but could "
                     "not be found.")
-            return np.broadcast_to(default, shape) if default.size != size else \
-                default.reshape(shape)
+            return np.broadcast_to(default, dims) if default.size != size else \
+                default.reshape(dims)
         values = _values(feature, dtype, key, where)
         if values.size != size:
             raise errors.InvalidArgumentError(
                 f"{where}, Key: {key}. Number of {dtype.name} values != expected. Values size: "
-                f"{values.size} but output shape: {list(shape)}")
-        return values.reshape(shape)
+                f"{values.size} but output shape: {dims}")
+        return values.reshape(dims)
 
 
 def _parser(ctx: KernelContext) -> ExampleParser:
@@ -164,7 +165,7 @@ def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool,
         shape = parser.dense_shapes[j]
         if shape and shape[0] is None:  # sequences, padded to the longest with the default
             longest = max((p.shape[0] for p in parts), default=0)
-            rest = [int(d) for d in shape[1:]]  # type: ignore[arg-type]
+            rest = [d or 0 for d in shape[1:]]
             seq = np.empty((len(parts), longest, *rest), np_type)
             seq[...] = np.asarray(defaults[j]).reshape(())[()] if np.size(defaults[j]) else \
                 (b"" if t is dtypes.string else 0)
@@ -173,7 +174,7 @@ def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool,
             dense.append(seq if batch else seq[0])
             continue
         if batch:
-            out: np.ndarray = np.empty((len(rows), *parser.dense_shapes[j]), np_type)
+            out: np.ndarray = np.empty((len(rows), *(d or 0 for d in shape)), np_type)
             for b, p in enumerate(parts):
                 out[b, ...] = p  # element-wise, also for object arrays of scalars
         else:
