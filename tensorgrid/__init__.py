@@ -5,7 +5,19 @@
 """
 
 import tensorgrid.kernels
-from tensorgrid import data, io, keras, layers, math, metrics, nn, python_io, strings, summary
+from tensorgrid import (
+                                      data,
+                                      gfile,
+                                      io,
+                                      keras,
+                                      layers,
+                                      math,
+                                      metrics,
+                                      nn,
+                                      python_io,
+                                      strings,
+                                      summary,
+)
 from tensorgrid.autodiff import gradients, hessians
 from tensorgrid.client import app, flags, train
 from tensorgrid.client import tf_logging as logging

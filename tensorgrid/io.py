@@ -1,5 +1,7 @@
-"""``tf.io``: TFRecord files, Example parsing and raw decoding under their ``tf.io.*`` names."""
+"""``tf.io``: TFRecord files, Example parsing and raw decoding under their ``tf.io.*`` names, and
+``tf.io.gfile``."""
 
+from tensorgrid import gfile
 from tensorgrid.core.tfrecord import (
     TFRecordCompressionType,
     TFRecordOptions,
@@ -18,6 +20,6 @@ from tensorgrid.framework.parsing_ops import (
 
 __all__ = [
     "FixedLenFeature", "FixedLenSequenceFeature", "TFRecordCompressionType", "TFRecordOptions", "TFRecordWriter",
-    "VarLenFeature", "decode_raw", "matching_files", "parse_example", "parse_single_example",
+    "VarLenFeature", "decode_raw", "gfile", "matching_files", "parse_example", "parse_single_example",
     "tf_record_iterator",
 ]
