@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,86 +45,124 @@ def _decode_raw(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
-def _values(feature: feature_pb2.Feature, dtype: dtypes.DType, key: str,
-            where: str) -> np.ndarray:
-    """The values of ``feature`` as ``dtype``, or an error naming the key and example."""
-    kind = feature.WhichOneof("kind")
+def _listed(feature: feature_pb2.Feature | None, dtype: dtypes.DType, key: str) -> Any:
+    """The values of ``feature`` (its repeated field; () when missing or holding no list),
+    checked to be of ``dtype``."""
+    kind = feature.WhichOneof("kind") if feature is not None else None
     if kind is None:  # a feature with no list set holds no values, whatever its type
-        return np.zeros(0, object if dtype is dtypes.string else dtype.as_numpy_dtype)
+        return ()
     if kind != _KIND_OF[dtype]:
         raise errors.InvalidArgumentError(
-            f"{where}, Key: {key}. Data types don't match. Data type: "
+            f"Key: {key}. Data types don't match. Data type: "
             f"{_DTYPE_OF_KIND[kind]} but expected type: {dtype.name}")
-    values = getattr(feature, kind).value
-    if dtype is dtypes.string:
+    return getattr(feature, kind).value  # type: ignore[union-attr]
+
+
+def _array(values: Sequence[Any], dtype: dtypes.DType) -> np.ndarray:
+    if dtype is dtypes.string:  # bytes stay bytes objects (numpy would make them fixed-width)
         out = np.empty(len(values), object)
         out[:] = list(values)
         return out
-    return np.asarray(values, dtype.as_numpy_dtype)
+    return np.array(values, dtype.as_numpy_dtype)
 
 
 class ExampleParser:
-    """Parses serialized Examples into the sparse and dense outputs of the parse ops."""
+    """Parses serialized Examples into the sparse and dense outputs of the parse ops.
+
+    Values are gathered feature by feature into flat lists across the examples (one array
+    built per output, not one per example and feature: the parse ops' cost is in here).
+    """
 
     def __init__(self, sparse_types: Sequence[dtypes.DType], dense_types: Sequence[dtypes.DType],
                  dense_shapes: Sequence[Any]) -> None:
         self.sparse_types = list(sparse_types)
         self.dense_types = list(dense_types)
         # fully defined but, for a sequence (FixedLenSequenceFeature), the first dimension
-        self.dense_shapes: list[list[int | None]] = [as_shape(s).as_list() for s in dense_shapes]
+        shapes = [as_shape(s).as_list() for s in dense_shapes]
+        self.sequence = [bool(s) and s[0] is None for s in shapes]
+        self.dims = [[d or 0 for d in (s[1:] if seq else s)]
+                     for s, seq in zip(shapes, self.sequence, strict=True)]
+        self.sizes = [math.prod(d) for d in self.dims]  # values per example (per block)
 
     def parse(self, serialized: Sequence[bytes], names: Sequence[str], sparse_keys: list[str],
-              dense_keys: list[str], defaults: Sequence[Any]) -> list[list[Any]]:
-        """Per example, its sparse value vectors then its dense arrays."""
-        rows = []
+              dense_keys: list[str], defaults: Sequence[Any], batch: bool) -> tuple[Any, ...]:
+        """The op's outputs: sparse indices, values and shapes, then the dense values, for a
+        batch (``batch``: a leading dimension; else the one example's)."""
+        sparse: list[list[Any]] = [[] for _ in sparse_keys]
+        sparse_lens: list[list[int]] = [[] for _ in sparse_keys]
+        dense: list[list[Any]] = [[] for _ in dense_keys]
+        fills = [np.asarray(d).ravel().tolist() for d in defaults]
         for b, data in enumerate(serialized):
-            where = f"Name: {names[b] if b < len(names) else '<unknown>'}, Index: {b}"
             try:
-                example = example_pb2.Example.FromString(data)
-            except DecodeError as e:
-                raise errors.InvalidArgumentError(
-                    f"Could not parse example input, value: {data[:64]!r} ({where})") from e
-            features = example.features.feature
-            row: list[Any] = [
-                _values(features[k], t, k, where) if k in features else _values(
-                    feature_pb2.Feature(), t, k, where)
-                for k, t in zip(sparse_keys, self.sparse_types, strict=True)]
-            for k, t, shape, default in zip(dense_keys, self.dense_types, self.dense_shapes,
-                                            defaults, strict=True):
-                row.append(self._dense(features.get(k, None), t, shape,
-                                       np.asarray(default), k, where))
-            rows.append(row)
-        return rows
+                features = example_pb2.Example.FromString(data).features.feature
+                for j, k in enumerate(sparse_keys):
+                    got = _listed(features.get(k), self.sparse_types[j], k)
+                    sparse[j].extend(got)
+                    sparse_lens[j].append(len(got))
+                for j, k in enumerate(dense_keys):
+                    self._dense(dense[j], j, features.get(k), fills[j], k)
+            except (DecodeError, errors.InvalidArgumentError) as e:
+                # the example is named only when something is wrong with it
+                where = f"Name: {names[b] if b < len(names) else '<unknown>'}, Index: {b}"
+                if isinstance(e, DecodeError):
+                    raise errors.InvalidArgumentError(
+                        f"Could not parse example input, value: {data[:64]!r} ({where})") from e
+                raise errors.InvalidArgumentError(f"{where}, {e.message}") from None
+        n = len(serialized)
+        indices, shapes = [], []
+        for lens in sparse_lens:
+            counts = np.asarray(lens, np.int64)
+            rows = np.repeat(np.arange(n, dtype=np.int64), counts)
+            cols = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts,
+                                                                    counts)
+            longest = int(counts.max()) if n else 0
+            indices.append(np.stack([rows, cols], 1) if batch else cols.reshape(-1, 1))
+            shapes.append(np.asarray([n, longest] if batch else [longest], np.int64))
+        values = [_array(v, t) for v, t in zip(sparse, self.sparse_types, strict=True)]
+        outs = [self._assemble(j, dense[j], fills[j], n) for j in range(len(dense_keys))]
+        return (*indices, *values, *shapes, *(o if batch else o[0, ...] for o in outs))
 
-    @staticmethod
-    def _dense(feature: feature_pb2.Feature | None, dtype: dtypes.DType,
-               shape: list[int | None], default: np.ndarray, key: str, where: str) -> np.ndarray:
-        if shape and shape[0] is None:  # a sequence: as many blocks as there are values for
-            rest = [d or 0 for d in shape[1:]]
-            stride = int(np.prod(rest, dtype=np.int64))
-            values = _values(feature, dtype, key, where) if feature is not None else \
-                _values(feature_pb2.Feature(), dtype, key, where)
-            if stride == 0 or values.size % stride:
+    def _dense(self, into: list[Any], j: int, feature: feature_pb2.Feature | None,
+               fill: list[Any], key: str) -> None:
+        """Add one example's values of dense feature ``j`` to ``into``."""
+        dtype, size = self.dense_types[j], self.sizes[j]
+        if self.sequence[j]:  # as many blocks as there are values for; one list per example
+            got = _listed(feature, dtype, key)
+            if size == 0 or len(got) % size:
                 raise errors.InvalidArgumentError(
-                    f"{where}, Key: {key}. Number of {dtype.name} values is not a multiple of "
-                    f"stride length. Saw {values.size} values but output shape is: "
-                    f"{[-1, *rest]}")
-            return values.reshape([-1, *rest])
-        dims = [d or 0 for d in shape]  # all known here
-        size = int(np.prod(dims, dtype=np.int64))
+                    f"Key: {key}. Number of {dtype.name} values is not a multiple of stride "
+                    f"length. Saw {len(got)} values but output shape is: {[-1, *self.dims[j]]}")
+            into.append(got)
+            return
         if feature is None:
-            if default.size == 0 and size != 0:
+            if not fill and size:
                 raise errors.InvalidArgumentError(
-                    f"{where}, Feature: {key} (data type: {dtype.name}) is required but could "
-                    "not be found.")
-            return np.broadcast_to(default, dims) if default.size != size else \
-                default.reshape(dims)
-        values = _values(feature, dtype, key, where)
-        if values.size != size:
+                    f"Feature: {key} (data type: {dtype.name}) is required but could not be "
+                    "found.")
+            into.extend(fill if len(fill) == size else fill * size)
+            return
+        got = _listed(feature, dtype, key)
+        if len(got) != size:
             raise errors.InvalidArgumentError(
-                f"{where}, Key: {key}. Number of {dtype.name} values != expected. Values size: "
-                f"{values.size} but output shape: {dims}")
-        return values.reshape(dims)
+                f"Key: {key}. Number of {dtype.name} values != expected. Values size: "
+                f"{len(got)} but output shape: {self.dims[j]}")
+        into.extend(got)
+
+    def _assemble(self, j: int, gathered: list[Any], fill: list[Any], n: int) -> np.ndarray:
+        dtype, dims = self.dense_types[j], self.dims[j]
+        if not self.sequence[j]:
+            return _array(gathered, dtype).reshape((n, *dims))
+        # sequences, padded to the longest with the default (a scalar)
+        size = self.sizes[j]
+        longest = max((len(g) // size for g in gathered), default=0)
+        pad = fill[0] if fill else (b"" if dtype is dtypes.string else 0)
+        out: np.ndarray = np.empty((n, longest, *dims), object if dtype is dtypes.string else
+                       dtype.as_numpy_dtype)
+        out[...] = pad
+        for b, g in enumerate(gathered):
+            if len(g):
+                out[b, : len(g) // size] = _array(g, dtype).reshape((-1, *dims))
+        return out
 
 
 def _parser(ctx: KernelContext) -> ExampleParser:
@@ -135,53 +174,8 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _outputs(parser: ExampleParser, rows: list[list[Any]], batch: bool,
-             defaults: Any) -> Any:
-    """Sparse indices, values and shapes, then dense values, for the rows of a batch (or the
-    one row when not ``batch``)."""
-    n_sparse = len(parser.sparse_types)
-    indices, values, shapes = [], [], []
-    for j, t in enumerate(parser.sparse_types):
-        per_row = [r[j] for r in rows]
-        longest = max((v.size for v in per_row), default=0)
-        idx = [(b, k) for b, v in enumerate(per_row) for k in range(v.size)]
-        ind = np.asarray(idx, np.int64).reshape(-1, 2)
-        vals = np.concatenate(per_row) if per_row else np.zeros(0)
-        if t is dtypes.string:
-            vals = np.asarray(list(vals), object) if vals.size else np.zeros(0, object)
-        else:
-            vals = vals.astype(t.as_numpy_dtype)
-        if batch:
-            indices.append(ind)
-            shapes.append(np.asarray([len(rows), longest], np.int64))
-        else:
-            indices.append(ind[:, 1:])
-            shapes.append(np.asarray([longest], np.int64))
-        values.append(vals)
-    dense = []
-    for j, t in enumerate(parser.dense_types):
-        parts = [r[n_sparse + j] for r in rows]
-        np_type = object if t is dtypes.string else t.as_numpy_dtype
-        shape = parser.dense_shapes[j]
-        if shape and shape[0] is None:  # sequences, padded to the longest with the default
-            longest = max((p.shape[0] for p in parts), default=0)
-            rest = [d or 0 for d in shape[1:]]
-            seq = np.empty((len(parts), longest, *rest), np_type)
-            seq[...] = np.asarray(defaults[j]).reshape(())[()] if np.size(defaults[j]) else \
-                (b"" if t is dtypes.string else 0)
-            for b, p in enumerate(parts):
-                seq[b, : p.shape[0]] = p
-            dense.append(seq if batch else seq[0])
-            continue
-        if batch:
-            out: np.ndarray = np.empty((len(rows), *(d or 0 for d in shape)), np_type)
-            for b, p in enumerate(parts):
-                out[b, ...] = p  # element-wise, also for object arrays of scalars
-        else:
-            out = np.array(parts[0], np_type)
-        dense.append(out)
-    result = (*indices, *values, *shapes, *dense)
-    return result if len(result) != 1 else result[0]
+def _one_or_all(outputs: tuple[Any, ...]) -> Any:
+    return outputs if len(outputs) != 1 else outputs[0]
 
 
 @kernel("ParseExample", "CPU")
@@ -194,11 +188,10 @@ def _parse_example(ctx: KernelContext) -> Callable[..., Any]:
         data = list(np.asarray(serialized, object).reshape(-1))
         label = [_text(n) for n in np.asarray(names, object).reshape(-1)]
         try:
-            rows = parser.parse(data, label, keys[:n_sparse], keys[n_sparse:],
-                                rest[n_sparse + n_dense :])
+            return _one_or_all(parser.parse(data, label, keys[:n_sparse], keys[n_sparse:],
+                                            rest[n_sparse + n_dense :], batch=True))
         except errors.OpError as e:
             raise errors.at_node(e, ctx.node.name, ctx.node.op, ctx.device) from None
-        return _outputs(parser, rows, True, rest[n_sparse + n_dense :])
 
     return run
 
@@ -212,9 +205,9 @@ def _parse_single_example(ctx: KernelContext) -> Callable[..., Any]:
     def run(serialized: Any, *defaults: Any) -> Any:
         data = np.asarray(serialized, object).reshape(-1)[0]
         try:
-            rows = parser.parse([data], [], sparse_keys, dense_keys, defaults)
+            return _one_or_all(parser.parse([data], [], sparse_keys, dense_keys, defaults,
+                                            batch=False))
         except errors.OpError as e:
             raise errors.at_node(e, ctx.node.name, ctx.node.op, ctx.device) from None
-        return _outputs(parser, rows, False, defaults)
 
     return run
