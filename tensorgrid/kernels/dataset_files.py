@@ -10,6 +10,7 @@ each time the record count is taken, which an iterator's initializer does).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import mmap
 import os
@@ -157,34 +158,48 @@ class RecordFiles:
         return out.reshape(index.shape)
 
     def _read_file(self, table: FileTable, local: np.ndarray) -> list[bytes]:
-        tfr = self.format.kind == "tfrecord"
-        frame = (tfrecord.HEADER_SIZE, tfrecord.FOOTER_SIZE) if tfr else (0, 0)
+        frame = tfrecord.HEADER_SIZE + tfrecord.FOOTER_SIZE if self.format.kind == "tfrecord" \
+            else 0
+        starts, lengths = table.starts[local], table.lengths[local]
+        base, buffer = 0, table.content
+        if buffer is None:
+            # one read of the span the records lie in (a batch of consecutive records is one
+            # span), unless they are scattered over much more of the file than they fill
+            base = int(starts.min())
+            span = int((starts + lengths).max()) + frame - base
+            buffer = _read_span(table.path, base, span) \
+                if span <= 2 * int(lengths.sum() + frame * local.size) + (1 << 20) else None
         records = []
-        f = open(table.path, "rb") if table.content is None else None  # noqa: SIM115
-        try:
-            for k in local:
-                start, length = int(table.starts[k]), int(table.lengths[k])
-                size = frame[0] + length + frame[1]
-                if f is None:
-                    chunk: Any = memoryview(table.content)[start : start + size]  # type: ignore[arg-type]
-                else:
-                    f.seek(start)
-                    chunk = f.read(size)
-                if len(chunk) < size:
-                    raise errors.DataLossError(f"{table.path} is shorter than when it was read: "
-                                               f"the record at offset {start} is cut off")
-                if tfr:
-                    records.append(tfrecord.record_at(chunk, 0, length, table.path, base=start))
-                elif self.format.kind == "text_line":
-                    # every "\r" is dropped, as TensorFlow's line reader drops them ("\r\n" ends
-                    # a line as "\n" does)
-                    records.append(bytes(chunk).replace(b"\r", b""))
-                else:
-                    records.append(bytes(chunk))
-        finally:
-            if f is not None:
-                f.close()
+        with open(table.path, "rb") if buffer is None else contextlib.nullcontext() as f:
+            for start, length in zip(starts.tolist(), lengths.tolist(), strict=True):
+                records.append(self._record(table.path, buffer, base, f, start, length, frame))
         return records
+
+    def _record(self, path: str, buffer: Any, base: int, f: Any, start: int, length: int,
+                frame: int) -> bytes:
+        """The record at ``start``: from ``buffer`` (the file from ``base`` on) or read."""
+        size = length + frame
+        if buffer is not None:
+            chunk: Any = memoryview(buffer)[start - base : start - base + size]
+        else:
+            f.seek(start)
+            chunk = f.read(size)
+        if len(chunk) < size:
+            raise errors.DataLossError(f"{path} is shorter than when it was read: the record "
+                                       f"at offset {start} is cut off")
+        if self.format.kind == "tfrecord":
+            return tfrecord.record_at(chunk, 0, length, path, base=start)
+        if self.format.kind == "text_line":
+            # every "\r" is dropped, as TensorFlow's line reader drops them ("\r\n" ends a line
+            # as "\n" does)
+            return bytes(chunk).replace(b"\r", b"")
+        return bytes(chunk)
+
+
+def _read_span(path: str, start: int, size: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(size)
 
 
 def interleave_order(counts: list[int], cycle_length: int, block_length: int) -> np.ndarray:

@@ -12,6 +12,7 @@ import pytest
 
 import tensorgrid as tf
 from tensorgrid.core import errors
+from tensorgrid.framework.convert import make_op
 
 
 def _all(fetch, sess, feed=None, limit=10_000):
@@ -266,3 +267,18 @@ def test_interleave_of_other_datasets_is_refused(tmp_path):
         files.flat_map(lambda f: tf.data.TextLineDataset(f).skip(1))
     with pytest.raises(ValueError, match="positive"):
         files.interleave(tf.data.TFRecordDataset, cycle_length=0)
+
+
+def test_scattered_records_are_read_one_by_one(tmp_path):
+    """Records far apart in a large file are read where they lie (not the span between)."""
+    recs = [bytes([i % 251]) * 8000 for i in range(300)]  # about 2.4 MB
+    path = _write(tmp_path / "big.tfrecord", recs)
+    attrs = {"format": "tfrecord", "shared_name": "scattered"}
+    far = make_op("DatasetFileRecordRead", [tf.constant(path), tf.constant([299, 0, 150],
+                                                                            tf.int64)], attrs)
+    near = make_op("DatasetFileRecordRead", [tf.constant(path), tf.constant([[5, 6], [7, 8]],
+                                                                             tf.int64)], attrs)
+    with tf.Session() as sess:
+        got_far, got_near = sess.run([far, near])
+    assert got_far.tolist() == [recs[299], recs[0], recs[150]]
+    assert got_near.tolist() == [[recs[5], recs[6]], [recs[7], recs[8]]]
