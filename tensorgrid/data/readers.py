@@ -7,6 +7,10 @@ or a one-shot iterator's first ``get_next``), into a table of offsets kept on th
 reads them; a record is read from its file when its element is computed. Relative paths are
 relative to the working directory of the process that runs the reading ops (the caller's, in a
 local session, as in TensorFlow).
+
+File names may come from a dataset (``list_files``, ``from_tensor_slices``...): its elements are
+taken whole, in its first pass, so a shuffle of the names gives one file order for every pass of
+a ``repeat`` after the file source (TensorFlow draws a new one per pass).
 """
 
 from __future__ import annotations
