@@ -105,6 +105,7 @@ from tensorgrid.framework.parsing_ops import (
                                       FixedLenFeature,
                                       FixedLenSequenceFeature,
                                       VarLenFeature,
+                                      decode_csv,
                                       decode_raw,
                                       matching_files,
                                       parse_example,

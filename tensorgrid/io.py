@@ -12,6 +12,7 @@ from tensorgrid.framework.parsing_ops import (
     FixedLenFeature,
     FixedLenSequenceFeature,
     VarLenFeature,
+    decode_csv,
     decode_raw,
     matching_files,
     parse_example,
@@ -20,6 +21,6 @@ from tensorgrid.framework.parsing_ops import (
 
 __all__ = [
     "FixedLenFeature", "FixedLenSequenceFeature", "TFRecordCompressionType", "TFRecordOptions", "TFRecordWriter",
-    "VarLenFeature", "decode_raw", "gfile", "matching_files", "parse_example", "parse_single_example",
+    "VarLenFeature", "decode_csv", "decode_raw", "gfile", "matching_files", "parse_example", "parse_single_example",
     "tf_record_iterator",
 ]

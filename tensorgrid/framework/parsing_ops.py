@@ -1,5 +1,5 @@
 """``tf.parse_single_example``, ``tf.parse_example``, ``tf.FixedLenFeature``,
-``tf.VarLenFeature``, ``tf.decode_raw`` and ``tf.matching_files``: the ops of
+``tf.VarLenFeature``, ``tf.decode_raw``, ``tf.decode_csv`` and ``tf.matching_files``: the ops of
 ``ops/parsing.py`` and ``ops/dataset_files.py``.
 
     features = tf.parse_single_example(record, {
@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tensorgrid.core import dtypes
@@ -21,7 +21,8 @@ from tensorgrid.framework.convert import convert_to_tensor, make_op, make_op_out
 from tensorgrid.framework.graph import Tensor
 from tensorgrid.framework.string_ops import SparseTensor
 
-__all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "decode_raw", "matching_files", "parse_example",
+__all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "decode_csv",
+           "decode_raw", "matching_files", "parse_example",
            "parse_single_example"]
 
 _FEATURE_DTYPES = (dtypes.float32, dtypes.int64, dtypes.string)
@@ -168,6 +169,29 @@ def decode_raw(input_bytes: Any = None, out_type: Any = None, little_endian: boo
     return make_op("DecodeRaw", [convert_to_tensor(data, dtype=dtypes.string)],
                    {"out_type": dtypes.as_dtype(out_type), "little_endian": bool(little_endian)},
                    name=name or "DecodeRaw")
+
+
+def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = ",",
+               use_quote_delim: bool = True, name: str | None = None, na_value: str = "",
+               select_cols: Sequence[int] | None = None) -> list[Tensor]:
+    """The columns of CSV ``records`` (a string tensor), one tensor of ``records``' shape per
+    entry of ``record_defaults`` (``tf.decode_csv``). Each default is a one-value list or
+    tensor giving the column's type and its value for empty (or ``na_value``) fields, or an
+    empty tensor of the type for a required column; ``select_cols`` picks the columns read.
+
+    Raises:
+      InvalidArgumentError (when run): a record with another number of fields, a required
+        field missing, a field that is not a number of its column's type, or bad quoting; the
+        message names the record and field.
+    """
+    defaults = [convert_to_tensor(d) for d in record_defaults]
+    outs = make_op_outputs(
+        "DecodeCSV", [convert_to_tensor(records, dtype=dtypes.string), *defaults],
+        {"OUT_TYPE": [d.dtype for d in defaults], "field_delim": field_delim,
+         "use_quote_delim": bool(use_quote_delim), "na_value": na_value,
+         "select_cols": [int(c) for c in select_cols or []]},
+        name=name or "DecodeCSV")
+    return list(outs)
 
 
 def matching_files(pattern: Any, name: str | None = None) -> Tensor:

@@ -211,3 +211,117 @@ def _parse_single_example(ctx: KernelContext) -> Callable[..., Any]:
             raise errors.at_node(e, ctx.node.name, ctx.node.op, ctx.device) from None
 
     return run
+
+
+def csv_fields(record: bytes, delim: bytes, quotes: bool, index: int) -> list[bytes]:
+    """The fields of one CSV record: split at ``delim``; with ``quotes`` a field may be
+    enclosed in double quotes, within which ``delim`` is text and ``""`` is one quote.
+
+    Raises:
+        InvalidArgumentError: a quote inside an unquoted field, or a quoted field not followed
+            by the delimiter or the end (names the record's index).
+    """
+    if not quotes:
+        return record.split(delim)
+    fields: list[bytes] = []
+    pos, n = 0, len(record)
+    while True:
+        if pos < n and record[pos : pos + 1] == b'"':
+            field = bytearray()
+            pos += 1
+            while True:
+                end = record.find(b'"', pos)
+                if end < 0:
+                    raise errors.InvalidArgumentError(
+                        f"Quoted field has to end with quote followed by delim or end, in "
+                        f"record {index}")
+                field += record[pos:end]
+                if record[end + 1 : end + 2] == b'"':  # "" is one quote
+                    field += b'"'
+                    pos = end + 2
+                    continue
+                pos = end + 1
+                break
+            if pos < n and record[pos : pos + 1] != delim:
+                raise errors.InvalidArgumentError(
+                    f"Quoted field has to end with quote followed by delim or end, in record "
+                    f"{index}")
+            fields.append(bytes(field))
+        else:
+            end = record.find(delim, pos)
+            end = n if end < 0 else end
+            field_bytes = record[pos:end]
+            if b'"' in field_bytes:
+                raise errors.InvalidArgumentError(
+                    f"Unquoted fields cannot have quotes inside, in record {index}: "
+                    f"{field_bytes!r}")
+            fields.append(field_bytes)
+            pos = end
+        if pos >= n:
+            return fields
+        pos += 1  # past the delimiter
+        if pos == n:  # a delimiter at the end: one more, empty field
+            fields.append(b"")
+            return fields
+
+
+_CSV_PARSE = {dtypes.int32: int, dtypes.int64: int, dtypes.float32: float,
+              dtypes.float64: float}
+_CSV_NAME = {dtypes.int32: "int32", dtypes.int64: "int64", dtypes.float32: "float",
+             dtypes.float64: "double"}
+
+
+@kernel("DecodeCSV", "CPU")
+def _decode_csv(ctx: KernelContext) -> Callable[..., Any]:
+    types: list[dtypes.DType] = list(ctx.attr("OUT_TYPE"))
+    delim = ctx.attr("field_delim")
+    delim_b = delim.encode() if isinstance(delim, str) else bytes(delim)
+    quotes = bool(ctx.attr("use_quote_delim"))
+    na = ctx.attr("na_value")
+    na_b = na.encode() if isinstance(na, str) else bytes(na)
+    select = [int(c) for c in ctx.attr("select_cols")]
+
+    def run(records: Any, *defaults: Any) -> Any:
+        recs = np.asarray(records, object)
+        fills = [np.asarray(d).ravel() for d in defaults]
+        columns: list[list[Any]] = [[] for _ in types]
+        for i, rec in enumerate(recs.reshape(-1)):
+            record = rec if isinstance(rec, bytes) else str(rec).encode()
+            try:
+                fields = csv_fields(record, delim_b, quotes, i)
+                if select:
+                    if len(fields) <= select[-1]:
+                        raise errors.InvalidArgumentError(
+                            f"Expect at least {select[-1] + 1} fields but have {len(fields)} "
+                            f"in record {i}")
+                    fields = [fields[c] for c in select]
+                elif len(fields) != len(types):
+                    raise errors.InvalidArgumentError(
+                        f"Expect {len(types)} fields but have {len(fields)} in record {i}")
+                for f, (field, t) in enumerate(zip(fields, types, strict=True)):
+                    columns[f].append(_csv_value(field, t, fills[f], na_b, f, i))
+            except errors.OpError as e:
+                raise errors.at_node(e, ctx.node.name, ctx.node.op, ctx.device) from None
+        outs = tuple(_array(c, t).reshape(recs.shape) for c, t in zip(columns, types, strict=True))
+        return _one_or_all(outs)
+
+    return run
+
+
+def _csv_value(field: bytes, dtype: dtypes.DType, fill: np.ndarray, na: bytes, f: int,
+               i: int) -> Any:
+    if not field or field == na:
+        if fill.size == 0:
+            raise errors.InvalidArgumentError(f"Field {f} is required but missing in record {i}!")
+        return fill[0]
+    if dtype is dtypes.string:
+        return field
+    try:
+        value = _CSV_PARSE[dtype](field)
+        if dtype is dtypes.int32 and not -(2**31) <= value < 2**31:
+            raise ValueError(field)
+        return value
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            f"Field {f} in record {i} is not a valid {_CSV_NAME[dtype]}: "
+            f"{field.decode(errors='replace')}") from None

@@ -13,6 +13,10 @@
 * ``ParseSingleExample(serialized, dense_defaults...)``: one serialized Example; the keys are
   attrs, sparse indices ``[n, 1]``, dense outputs of ``dense_shape``.
 
+* ``DecodeCSV(records, record_defaults...)``: each string a CSV record (``field_delim``, RFC
+  4180 quotes when ``use_quote_delim``), one output per column of ``records``' shape; a field
+  that is empty or ``na_value`` takes its column's default (an empty default: required).
+
 Feature kinds map to dtypes as TensorFlow's: float_list -> float32, int64_list -> int64,
 bytes_list -> string.
 """
@@ -104,9 +108,42 @@ def _parse_single_example(ctx: InferContext) -> Sequence[TensorSpec]:
     return _outputs(ctx, 1, TensorShape([]), 1)
 
 
-not_differentiable("DecodeRaw", "ParseExample", "ParseSingleExample")
+CSV_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.string)
+
+
+@op("DecodeCSV", defaults={"field_delim": ",", "use_quote_delim": True, "na_value": "",
+                           "select_cols": []})
+def _decode_csv(ctx: InferContext) -> Sequence[TensorSpec]:
+    types = list(ctx.attr("OUT_TYPE"))
+    if ctx.num_inputs != 1 + len(types):
+        ctx.fail(f"expected records and {len(types)} record_defaults, got {ctx.num_inputs} "
+                 "inputs")
+    if ctx.dtype(0) is not dtypes.string:
+        ctx.fail(f"records must be a string tensor, got {ctx.dtype(0).name}")
+    for j, t in enumerate(types):
+        if t not in CSV_DTYPES:
+            ctx.fail(f"column {j}: type must be float32, float64, int32, int64 or string, got "
+                     f"{t.name}")
+        if ctx.dtype(1 + j) is not t:
+            ctx.fail(f"record_defaults[{j}] must be {t.name}, got {ctx.dtype(1 + j).name}")
+        if ctx.shape(1 + j).rank not in (None, 0, 1):
+            ctx.fail(f"record_defaults[{j}] must have at most one value, got shape "
+                     f"{ctx.shape(1 + j)}")
+    delim = ctx.attr("field_delim")
+    if len(delim) != 1:
+        ctx.fail(f"field_delim must be one character, got {delim!r}")
+    select = list(ctx.attr("select_cols"))
+    if select and (select != sorted(set(select)) or select[0] < 0 or len(select) != len(types)):
+        ctx.fail(f"select_cols must be increasing, non-negative and one per default, got "
+                 f"{select}")
+    return [spec(t, ctx.shape(0)) for t in types]
+
+
+not_differentiable("DecodeRaw", "ParseExample", "ParseSingleExample", "DecodeCSV")
 
 declare_attrs({
+    "DecodeCSV": "OUT_TYPE:list(type) field_delim:string use_quote_delim:bool na_value:string "
+                 "select_cols:list(int)",
     "DecodeRaw": "out_type little_endian:bool",
     "ParseExample": "Nsparse:int Ndense:int sparse_types:list(type) Tdense:list(type) "
                     "dense_shapes:list(shape)",

@@ -89,6 +89,17 @@ for kind in ("GZIP", "ZLIB"):
     with tf.io.TFRecordWriter(os.path.join(d, "tf." + kind), options=kind) as w:
         for i in range(3):
             w.write(("%s-%d" % (kind, i)).encode())
+csv_lines = il["csv"]
+cols = tf.io.decode_csv(csv_lines, [[0], [0.0], ["?"]])
+out["csv"] = [c.numpy().tolist() if c.dtype != tf.string else [v.decode() for v in c.numpy()]
+              for c in cols]
+out["csv_errors"] = []
+for bad in il["csv_bad"]:
+    try:
+        tf.io.decode_csv([bad], [[0], [0.0], ["?"]])
+        out["csv_errors"].append(False)
+    except tf.errors.InvalidArgumentError:
+        out["csv_errors"].append(True)
 print(json.dumps(out))
 """
 
@@ -127,8 +138,10 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
                 w.write(f"{name}{i}")
         interleaved.append(str(tmp_path / f"{name}.tfrecord"))
     configs = [(2, 2), (3, 1), (4, 3), (1, 2)]
-    (tmp_path / "interleave.json").write_text(json.dumps({"files": interleaved,
-                                                          "configs": configs}))
+    csv_lines = ['1,2.5,"a,""b"""', ",,", "3,4,x", '"",1e2,"q"', "5,-inf,", "-7,.5,,"[:-1]]
+    csv_bad = ["1,2", "1,2,3,4", "x,1,a", "1,y,a", 'a"b,1,c', '1,2,"c"d', "2147483648,1,a"]
+    (tmp_path / "interleave.json").write_text(json.dumps({
+        "files": interleaved, "configs": configs, "csv": csv_lines, "csv_bad": csv_bad}))
     lines = b"one\r\ntwo\n\n\r\nlone\rcr\nlast"
     (tmp_path / "a.txt").write_bytes(lines)
     (tmp_path / "b.txt").write_bytes(b"\n")
@@ -158,6 +171,20 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     for (cycle, block), expected in zip(configs, seen["interleave"], strict=True):
         got = _read(files.interleave(tf.data.TFRecordDataset, cycle, block))
         assert [r.decode() for r in got] == expected, (cycle, block)
+    # CSV columns, defaults and quoting as TensorFlow decodes them; the same records refused
+    cols = tf.decode_csv(tf.constant(csv_lines), [[0], [0.0], ["?"]])
+    with tf.Session() as sess:
+        got_cols = sess.run(cols)
+        refused = []
+        for bad in csv_bad:
+            try:
+                sess.run(tf.decode_csv(tf.constant([bad]), [[0], [0.0], ["?"]]))
+                refused.append(False)
+            except errors.InvalidArgumentError:
+                refused.append(True)
+    assert [got_cols[0].tolist(), got_cols[1].tolist(),
+            [v.decode() for v in got_cols[2]]] == seen["csv"]
+    assert refused == seen["csv_errors"] == [True] * len(csv_bad)
     parallel = _read(tf.data.TFRecordDataset(interleaved, num_parallel_reads=3))
     assert [r.decode() for r in parallel] == seen["parallel_reads"]
 

@@ -172,3 +172,33 @@ def test_fixed_len_sequence_features_are_padded_to_the_longest():
     assert one["words"].tolist() == [b"a"]
     with pytest.raises(ValueError, match="allow_missing"):
         tf.parse_example(tf.constant(batch), {"w": tf.io.FixedLenSequenceFeature([], tf.int64)})
+
+
+def test_decode_csv_columns_defaults_and_quotes():
+    records = tf.constant([b'1,2.5,"a,""b""",7', b",,plain,", b"3,-1e3,,9"])
+    a, b, c, d = tf.decode_csv(records, [[0], [0.0], ["?"], tf.constant([-1], tf.int64)])
+    assert [t.dtype for t in (a, b, c, d)] == [tf.int32, tf.float32, tf.string, tf.int64]
+    picked = tf.io.decode_csv(tf.constant([[b"x;1;2"], [b"y;3;4"]]),
+                              [[""], [0]], field_delim=";", select_cols=[0, 2])
+    with tf.Session() as sess:
+        got = sess.run([a, b, c, d])
+        names, nums = sess.run(picked)
+    assert got[0].tolist() == [1, 0, 3] and got[1].tolist() == [2.5, 0.0, -1000.0]
+    assert got[2].tolist() == [b'a,"b"', b"plain", b"?"] and got[3].tolist() == [7, -1, 9]
+    assert names.tolist() == [[b"x"], [b"y"]] and nums.tolist() == [[2], [4]]
+
+
+@pytest.mark.parametrize("record,defaults,match", [
+    (b"1,2,3", [[0], [0]], "Expect 2 fields but have 3 in record 0"),
+    (b"1,", [[0], None], "Field 1 is required but missing in record 0"),
+    (b"1,x", [[0], [0.0]], "Field 1 in record 0 is not a valid float: x"),
+    (b"99999999999", [[0]], "not a valid int32"),
+    (b'a"b', [[""]], "Unquoted fields cannot have quotes"),
+    (b'"ab"c', [[""]], "Quoted field has to end with quote followed by delim or end"),
+])
+def test_decode_csv_errors(record, defaults, match):
+    # None: a required int32 column (an empty default, built in the test's graph)
+    defaults = [tf.constant([], tf.int32) if d is None else d for d in defaults]
+    cols = tf.decode_csv(tf.constant([record]), defaults)
+    with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError, match=match):
+        sess.run(cols)
