@@ -9,24 +9,21 @@ Every dataset implements:
 * ``_elements(indices, epochs)`` when ``_vectorized``: several elements at once, stacked along
   a new first dimension (what ``batch`` uses instead of building one copy per element).
 
-``capture`` (given by an initializable iterator) replaces each source tensor by a variable
-assigned when the iterator is initialized, so fed placeholders are read once, at
-initialization, as in TensorFlow.
+``capture`` (given by the iterator, ``iterator.Capture``) replaces each source tensor by a
+variable assigned when the iterator is initialized, so fed placeholders are read once, at
+initialization, as in TensorFlow; it also keeps the values a dataset materializes (a filter's
+kept positions) from one initialization (or a one-shot iterator's first use) to the next.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tensorgrid.data import structure
-from tensorgrid.data.iterator import Iterator
+from tensorgrid.data.iterator import Capture, Iterator
 from tensorgrid.framework.graph import Tensor
 
 __all__ = ["Capture", "DatasetBase"]
-
-Capture = Callable[[Tensor], Tensor]
-
 
 class DatasetBase:
     """What every dataset implements (see the module docstring), its element types and shapes,

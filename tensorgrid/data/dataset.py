@@ -11,7 +11,7 @@ from typing import Any
 from tensorgrid import math as math_ops
 from tensorgrid.core import dtypes
 from tensorgrid.core.shapes import TensorShape
-from tensorgrid.data import batching, structure
+from tensorgrid.data import batching, materialize, structure
 from tensorgrid.data.base import Capture, DatasetBase
 from tensorgrid.framework import array_index_ops as array_index
 from tensorgrid.framework import array_ops
@@ -26,10 +26,6 @@ __all__ = ["Dataset"]
 
 def _i64(value: Any) -> Tensor:
     return math_ops.cast(convert_to_tensor(value), dtypes.int64)
-
-
-def _no_capture(t: Tensor) -> Tensor:
-    return t
 
 
 class Dataset(DatasetBase):
@@ -120,6 +116,16 @@ class Dataset(DatasetBase):
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         return _Batch(self, batch_size, drop_remainder,
                       batching.padding_for(self._spec(), padded_shapes, padding_values))
+
+    def filter(self, predicate: Callable[..., Any]) -> Dataset:
+        """The elements for which ``predicate`` (a bool scalar) is true, in order.
+
+        The upstream must be finite: when the iterator is initialized (a one-shot iterator:
+        at its first ``get_next``) a loop computes the predicate of every upstream element and
+        keeps the positions that pass; a shuffle before the filter is drawn once per
+        initialization (a later ``repeat`` gives the same order each pass).
+        """
+        return _Filter(self, predicate)
 
     def interleave(self, map_func: Callable[..., Any], cycle_length: int | None = None,
                    block_length: int = 1, num_parallel_calls: Any = None) -> Dataset:
@@ -342,6 +348,29 @@ class _Map(Dataset):
         value = self._upstream._element(index, epoch, capture)
         out = self._fn(*value) if isinstance(value, tuple) else self._fn(value)
         return structure.normalize(out)
+
+
+class _Filter(Dataset):
+    def __init__(self, upstream: Dataset, predicate: Callable[..., Any]) -> None:
+        self._upstream, self._predicate = upstream, predicate
+        self._vectorized = upstream._vectorized
+
+    def _kept(self, capture: Capture) -> Tensor:
+        self._upstream._size(capture)  # what the upstream materializes comes first
+        return capture.materialize(id(self), lambda c: materialize.kept_positions(
+            self._upstream, self._predicate, c))
+
+    def _size(self, capture: Capture) -> Tensor:
+        return _i64(array_ops.size(self._kept(capture)))
+
+    def _element(self, index: Tensor, epoch: Tensor, capture: Capture) -> Any:
+        # the positions are of the upstream's first pass
+        return self._upstream._element(array_index.gather(self._kept(capture), index),
+                                       math_ops.multiply(epoch, 0), capture)
+
+    def _elements(self, indices: Tensor, epochs: Tensor, capture: Capture) -> Any:
+        return self._upstream._elements(array_index.gather(self._kept(capture), indices),
+                                        math_ops.multiply(epochs, 0), capture)
 
 
 class _Batch(Dataset):

@@ -84,3 +84,62 @@ def test_apply_with_the_experimental_transformations(tmp_path):
             == [[0, 2], [4, 6]]
         order = _all(shuffled.make_one_shot_iterator().get_next(), sess)
     assert sorted(order[:4]) == [0, 1, 2, 3] and sorted(order[4:]) == [0, 1, 2, 3]
+
+
+def test_filter_keeps_the_elements_whose_predicate_holds():
+    ds = tf.data.Dataset.range(20).map(lambda x: (x, x * 10))
+    kept = ds.filter(lambda a, b: tf.equal(a % 2, 1)).filter(lambda a, b: b > 50)
+    nxt = kept.batch(3).repeat(2).make_one_shot_iterator().get_next()
+    empty = tf.data.Dataset.range(5).filter(lambda x: x > 9).make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        got = _all(nxt, sess)
+        assert _all(empty, sess) == []
+    assert [g[0].tolist() for g in got] == [[7, 9, 11], [13, 15, 17], [19]] * 2
+    assert [g[1].tolist() for g in got] == [[70, 90, 110], [130, 150, 170], [190]] * 2
+
+
+def test_filter_scans_its_upstream_once_per_initialization():
+    counter = tf.Variable(0, dtype=tf.int64)
+
+    def even(x):
+        with tf.control_dependencies([tf.assign_add(counter, 1)]):
+            return tf.equal(x % 2, 0)
+
+    limit = tf.placeholder(tf.int64, [])
+    it = tf.data.Dataset.range(limit).filter(even).make_initializable_iterator()
+    nxt = it.get_next()
+    one_shot = tf.data.Dataset.range(6).filter(even).make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        sess.run(counter.initializer)
+        assert _all(one_shot, sess) == [0, 2, 4]
+        assert sess.run(counter) == 6  # scanned at the first get_next only
+        sess.run(it.initializer, {limit: 10})
+        assert _all(nxt, sess) == [0, 2, 4, 6, 8]
+        sess.run(it.initializer, {limit: 3})
+        assert _all(nxt, sess) == [0, 2]
+        assert sess.run(counter) == 6 + 10 + 3
+
+
+def test_filter_after_shuffle_and_over_files(tmp_path):
+    path = str(tmp_path / "r.tfrecord")
+    with tf.python_io.TFRecordWriter(path) as w:
+        for i in range(10):
+            w.write(f"{'keep' if i % 3 == 0 else 'drop'}-{i}")
+    records = tf.data.TFRecordDataset(path).filter(
+        lambda r: tf.equal(tf.substr(r, 0, 4), "keep"))
+    shuffled = tf.data.Dataset.range(30).shuffle(30, seed=4).filter(lambda x: x < 10)
+    with tf.Session() as sess:
+        assert _all(records.make_one_shot_iterator().get_next(), sess) == [
+            b"keep-0", b"keep-3", b"keep-6", b"keep-9"]
+        order = _all(shuffled.make_one_shot_iterator().get_next(), sess)
+    assert sorted(order) == list(range(10)) and order != list(range(10))
+
+
+def test_filter_errors():
+    with pytest.raises(ValueError, match="bool scalar"):
+        tf.data.Dataset.range(3).filter(lambda x: x).make_one_shot_iterator().get_next()
+    endless = tf.data.Dataset.range(3).repeat().filter(lambda x: x > 0)
+    nxt = endless.make_one_shot_iterator().get_next()
+    with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
+                                             match="filter needs a finite upstream"):
+        sess.run(nxt)
