@@ -7,18 +7,16 @@ into ordinary graph ops when ``get_next`` is built (no Python function runs when
 does), so a pipeline runs wherever its graph is placed.
 
 Supported: ``Dataset.from_tensor_slices``, ``from_tensors``, ``range``, ``zip``,
-``list_files``, and ``map``, ``filter`` (its finite upstream scanned once per initialization:
-``materialize.py``), ``batch``, ``padded_batch``, ``shuffle``, ``repeat``, ``take``, ``skip``,
-``prefetch``, ``interleave`` and ``flat_map`` of file sources, ``apply`` (with
-``tf.data.experimental``'s ``parallel_interleave``, ``shuffle_and_repeat``, ``map_and_batch``);
-the file sources ``TFRecordDataset``, ``TextLineDataset`` and ``FixedLengthRecordDataset``
-(``readers.py``: element ``i`` is record ``i``, read through a table of record offsets built
-when the files are first counted); ``make_one_shot_iterator``, ``make_initializable_iterator``
-(the initializer captures fed placeholders, as TF's does).
-``map`` functions are traced once per element of a batch that follows them (``batch(n)`` after
-``map`` builds ``n`` copies of the function's ops); ``flat_map``/``interleave`` of datasets
-other than file sources are not supported (their sizes are only known when their elements are
-computed). ``prefetch`` computes elements when ``get_next`` runs.
+``list_files``, and ``map``, ``filter``, ``flat_map``, ``interleave`` (finite upstreams, scanned
+once per initialization: ``materialize.py``), ``batch``, ``padded_batch``, ``shuffle``,
+``repeat``, ``take``, ``skip``, ``prefetch``, ``apply`` (with ``tf.data.experimental``'s
+``parallel_interleave``, ``shuffle_and_repeat``, ``map_and_batch``); the file sources
+``TFRecordDataset``, ``TextLineDataset`` and ``FixedLengthRecordDataset`` (``readers.py``:
+element ``i`` is record ``i``, read through a table of record offsets built when the files are
+first counted); ``make_one_shot_iterator``, ``make_initializable_iterator`` (the initializer
+captures fed placeholders, as TF's does). ``map`` functions are traced once per element of a
+batch that follows them (``batch(n)`` after ``map`` builds ``n`` copies of the function's ops).
+``prefetch`` computes elements when ``get_next`` runs.
 """
 
 from tensorgrid.data import experimental

@@ -63,11 +63,9 @@ class DatasetBase:
     def _interleave_of(self, names: DatasetBase, argument: Tensor, cycle_length: int,
                        block_length: int) -> Any:
         """This dataset (made by ``interleave``'s function of ``argument``) for each element of
-        ``names``, interleaved; only file sources of ``argument`` (and maps of them) know how."""
-        raise ValueError(
-            f"interleave/flat_map: map_func returned a {type(self).__name__.lstrip('_')} dataset; "
-            "supported is a file source of its argument (tf.data.TFRecordDataset(f), "
-            "TextLineDataset(f), FixedLengthRecordDataset(f, n)), optionally followed by map")
+        ``names``, interleaved, when it knows a better way than the general one (file sources
+        of ``argument`` and maps of them: one table of all the files' records); else None."""
+        return None
 
     def _sources(self) -> list[Tensor]:
         """The tensors the dataset reads (what an initializable iterator captures)."""

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -133,29 +132,23 @@ class Dataset(DatasetBase):
         TensorFlow's interleave order: ``cycle_length`` of them at a time (None or -1: the
         number of CPUs, as AUTOTUNE), ``block_length`` elements from each in turn.
 
-        Supported where this dataset gives file names and ``map_func`` reads the file it is
-        given: ``lambda f: tf.data.TFRecordDataset(f)`` (or another file source), optionally
-        followed by ``map``; the files are counted when the dataset is.
+        This dataset and those made must be finite: their sizes are taken when the iterator is
+        initialized (a one-shot iterator: at its first ``get_next``), as ``filter`` does. File
+        sources of file names (``lambda f: tf.data.TFRecordDataset(f)``, maybe then ``map``)
+        read all the files through one table instead.
 
         Raises:
-          ValueError: another ``map_func`` (the size of its datasets would only be known when
-            their elements are computed), or a length below 1.
+          ValueError: a length below 1. TypeError: ``map_func`` returns no dataset.
         """
-        cycle = (os.cpu_count() or 1) if cycle_length is None or cycle_length == -1 else \
-            int(cycle_length)
-        if cycle < 1 or int(block_length) < 1:
-            raise ValueError(f"cycle_length and block_length must be positive, got "
-                             f"{cycle_length} and {block_length}")
-        argument = placeholder(dtypes.string, [], name="interleave_argument")
-        inner = map_func(argument)
-        if not isinstance(inner, Dataset):
-            raise TypeError(f"interleave/flat_map: map_func must return a Dataset, got "
-                            f"{type(inner).__name__}")
-        return inner._interleave_of(self, argument, cycle, int(block_length))
+        cycle, block = materialize.cycle_and_block(cycle_length, block_length)
+        argument, inner = materialize.probe(self, map_func)
+        files = inner._interleave_of(self, argument, cycle, block)
+        return files if files is not None else _Interleave(self, map_func, inner._spec(), cycle,
+                                                           block)
 
     def flat_map(self, map_func: Callable[..., Any]) -> Dataset:
-        """The datasets ``map_func`` makes of the elements, one after the other (supported as
-        ``interleave``: a file source of each file name)."""
+        """The datasets ``map_func`` makes of the elements, one after the other (as
+        ``interleave`` with a cycle of 1)."""
         return self.interleave(map_func, cycle_length=1)
 
     def shuffle(self, buffer_size: int, seed: int | None = None,
@@ -337,9 +330,9 @@ class _Map(Dataset):
         return self._traced
 
     def _interleave_of(self, names: DatasetBase, argument: Tensor, cycle_length: int,
-                       block_length: int) -> Dataset:
-        return _Map(self._upstream._interleave_of(names, argument, cycle_length, block_length),
-                    self._fn)
+                       block_length: int) -> Any:
+        files = self._upstream._interleave_of(names, argument, cycle_length, block_length)
+        return _Map(files, self._fn) if files is not None else None
 
     def _size(self, capture: Capture) -> Tensor:
         return self._upstream._size(capture)
@@ -371,6 +364,28 @@ class _Filter(Dataset):
     def _elements(self, indices: Tensor, epochs: Tensor, capture: Capture) -> Any:
         return self._upstream._elements(array_index.gather(self._kept(capture), indices),
                                         math_ops.multiply(epochs, 0), capture)
+
+
+class _Interleave(Dataset):
+    def __init__(self, upstream: Dataset, fn: Callable[..., Any], spec: Any, cycle: int,
+                 block: int) -> None:
+        self._upstream, self._fn, self._inner_spec = upstream, fn, spec
+        self._cycle, self._block = cycle, block
+
+    def _spec(self) -> Any:
+        return self._inner_spec
+
+    def _table(self, capture: Capture) -> Tensor:
+        self._upstream._size(capture)  # what the upstream materializes comes first
+        return capture.materialize(id(self), lambda c: materialize.interleave_table(
+            self._upstream, self._fn, self._cycle, self._block, c))
+
+    def _size(self, capture: Capture) -> Tensor:
+        return _i64(array_ops.shape(self._table(capture))[0])
+
+    def _element(self, index: Tensor, epoch: Tensor, capture: Capture) -> Any:
+        return materialize.interleave_element(self._upstream, self._fn, self._table(capture),
+                                              index, capture)
 
 
 class _Batch(Dataset):

@@ -13,6 +13,7 @@ import tensorgrid.ops.dataset  # noqa: F401 - registers the op definitions
 from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.kernels.dataset_files import interleave_order
 
 _MASK64 = (1 << 64) - 1
 
@@ -140,5 +141,24 @@ def _shuffle_index(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
                             f"shuffle position out of range [0, {total}): {idx}")
         with lock:
             return finite(idx, ep, total) if total >= 0 else endless(idx)
+
+    return run
+
+
+@kernel("DatasetInterleaveOrder", "CPU")
+def _interleave_order(ctx: KernelContext) -> Callable[[Any], Any]:
+    cycle, block = int(ctx.attr("cycle_length")), int(ctx.attr("block_length"))
+
+    def run(sizes: Any) -> Any:
+        counts = np.asarray(sizes, np.int64).reshape(-1)
+        if (counts < 0).any():
+            raise ctx.error(errors.InvalidArgumentError,
+                            f"dataset {int(np.flatnonzero(counts < 0)[0])} made by "
+                            "interleave/flat_map's function is endless; they must be finite")
+        order = interleave_order(counts.tolist(), cycle, block) if cycle > 1 else \
+            np.arange(int(counts.sum()), dtype=np.int64)
+        ends = np.cumsum(counts)
+        which = np.searchsorted(ends, order, side="right")
+        return np.stack([which, order - (ends[which] - counts[which])], 1).astype(np.int64)
 
     return run

@@ -67,3 +67,19 @@ declare_attrs({
     "DatasetIteratorReset": "container shared_name",
     "DatasetShuffleIndex": "buffer_size reshuffle_each_iteration seed seed2",
 })
+
+
+@op("DatasetInterleaveOrder", defaults={"cycle_length": 1, "block_length": 1})
+def _interleave_order(ctx: InferContext) -> Sequence[TensorSpec]:
+    """sizes (int64 [n]: the elements of each of n datasets) -> int64 [total, 2]: for each
+    output position of their interleave (TensorFlow's order), the dataset and its element."""
+    ctx.expect_inputs(1)
+    if ctx.dtype(0) is not dtypes.int64 or ctx.shape(0).rank not in (None, 1):
+        ctx.fail(f"sizes must be an int64 vector, got {ctx.dtype(0).name} {ctx.shape(0)}")
+    if int(ctx.attr("cycle_length")) < 1 or int(ctx.attr("block_length")) < 1:
+        ctx.fail("cycle_length and block_length must be positive")
+    return [spec(dtypes.int64, (None, 2))]
+
+
+not_differentiable("DatasetInterleaveOrder")
+declare_attrs({"DatasetInterleaveOrder": "cycle_length:int block_length:int"})

@@ -68,6 +68,10 @@ il = json.load(open(os.path.join(d, "interleave.json")))
 out["interleave"] = [[r.numpy().decode() for r in tf.data.Dataset.from_tensor_slices(il["files"])
                       .interleave(tf.data.TFRecordDataset, cycle_length=c, block_length=b)]
                      for c, b in il["configs"]]
+sizes = tf.data.Dataset.from_tensor_slices(tf.constant(il["sizes"], tf.int64))
+out["general"] = [[int(v) for v in sizes.interleave(
+    lambda n: tf.data.Dataset.range(n).map(lambda x: n * 100 + x), cycle_length=c,
+    block_length=b)] for c, b in il["configs"]]
 out["parallel_reads"] = [r.numpy().decode() for r in tf.data.TFRecordDataset(
     il["files"], num_parallel_reads=3)]
 out["fixed"] = [r.numpy().hex() for r in tf.data.FixedLengthRecordDataset(
@@ -141,7 +145,8 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     csv_lines = ['1,2.5,"a,""b"""', ",,", "3,4,x", '"",1e2,"q"', "5,-inf,", "-7,.5,,"[:-1]]
     csv_bad = ["1,2", "1,2,3,4", "x,1,a", "1,y,a", 'a"b,1,c', '1,2,"c"d', "2147483648,1,a"]
     (tmp_path / "interleave.json").write_text(json.dumps({
-        "files": interleaved, "configs": configs, "csv": csv_lines, "csv_bad": csv_bad}))
+        "files": interleaved, "configs": configs, "csv": csv_lines, "csv_bad": csv_bad,
+        "sizes": [3, 0, 5, 1, 4, 2]}))
     lines = b"one\r\ntwo\n\n\r\nlone\rcr\nlast"
     (tmp_path / "a.txt").write_bytes(lines)
     (tmp_path / "b.txt").write_bytes(b"\n")
@@ -185,6 +190,11 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     assert [got_cols[0].tolist(), got_cols[1].tolist(),
             [v.decode() for v in got_cols[2]]] == seen["csv"]
     assert refused == seen["csv_errors"] == [True] * len(csv_bad)
+    sizes = tf.data.Dataset.from_tensor_slices(np.array([3, 0, 5, 1, 4, 2], np.int64))
+    for (cycle, block), expected in zip(configs, seen["general"], strict=True):
+        general = sizes.interleave(lambda n: tf.data.Dataset.range(n).map(lambda x: n * 100 + x),
+                                   cycle, block)
+        assert [int(v) for v in _read(general)] == expected, (cycle, block)
     parallel = _read(tf.data.TFRecordDataset(interleaved, num_parallel_reads=3))
     assert [r.decode() for r in parallel] == seen["parallel_reads"]
 

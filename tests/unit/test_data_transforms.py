@@ -143,3 +143,35 @@ def test_filter_errors():
     with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
                                              match="filter needs a finite upstream"):
         sess.run(nxt)
+
+
+def test_flat_map_and_interleave_of_any_finite_datasets():
+    ragged = tf.data.Dataset.range(1, 5)
+    flat = ragged.flat_map(lambda n: tf.data.Dataset.range(n))
+    inter = ragged.interleave(lambda n: tf.data.Dataset.range(n).map(lambda _: n),
+                              cycle_length=2, block_length=2)
+    rows = tf.data.Dataset.from_tensor_slices(np.arange(6).reshape(3, 2)).flat_map(
+        tf.data.Dataset.from_tensor_slices)
+    pairs = tf.data.Dataset.zip((ragged, ragged.map(lambda n: n * 10))).flat_map(
+        lambda a, b: tf.data.Dataset.from_tensors((a, b)).repeat(2))
+    with tf.Session() as sess:
+        assert _all(flat.make_one_shot_iterator().get_next(), sess) == [0, 0, 1, 0, 1, 2, 0, 1, 2,
+                                                                         3]
+        assert _all(inter.make_one_shot_iterator().get_next(), sess) == [1, 2, 2, 3, 3, 3, 4, 4,
+                                                                          4, 4]
+        assert _all(rows.make_one_shot_iterator().get_next(), sess) == [0, 1, 2, 3, 4, 5]
+        got = _all(pairs.batch(3).make_one_shot_iterator().get_next(), sess)
+    assert [g[0].tolist() for g in got] == [[1, 1, 2], [2, 3, 3], [4, 4]]
+
+
+def test_interleave_errors():
+    with pytest.raises(TypeError, match="must return a Dataset"):
+        tf.data.Dataset.range(3).flat_map(lambda x: x)
+    endless = tf.data.Dataset.range(3).flat_map(lambda x: tf.data.Dataset.range(x).repeat())
+    nxt = endless.make_one_shot_iterator().get_next()
+    with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError, match="endless"):
+        sess.run(nxt)
+    with pytest.raises(ValueError, match="cannot filter"):
+        tf.data.Dataset.range(3).flat_map(
+            lambda x: tf.data.Dataset.range(x).filter(lambda y: y > 0)
+        ).make_one_shot_iterator().get_next()
