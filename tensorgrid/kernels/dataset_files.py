@@ -3,8 +3,8 @@ over the files, built on first use and kept in a device resource, and reads by r
 
 The table holds each record's start offset and length, not its bytes: an uncompressed file is
 read again, at the offsets asked for, each time records are read. A compressed file cannot be
-read at an offset, so its uncompressed content is kept in memory with the table. The table is
-rebuilt when the file names change, or when a file's size or modification time does (checked
+read at an offset, so its uncompressed content is kept in memory with the table. Each file's
+table is kept; a file is scanned again when its size or modification time changed (checked
 each time the record count is taken, which an iterator's initializer does).
 """
 
@@ -114,9 +114,18 @@ class RecordFiles:
         self.files: list[FileTable] = []
         self.ends = np.zeros(0, np.int64)  # cumulative record counts
         self.order: np.ndarray | None = None  # output position -> record number (interleave)
+        # every file's table, kept when another set of files is read (a source made per file
+        # name, as an interleave's function makes them, goes back and forth between files)
+        self.tables: dict[str, FileTable] = {}
 
-    def _build(self, paths: tuple[str, ...]) -> None:
-        self.files = [_scan(p, self.format) for p in paths]
+    def _table(self, path: str, fresh: bool) -> FileTable:
+        found = self.tables.get(path)
+        if found is None or (fresh and _stamp(path) != found.stamp):
+            found = self.tables[path] = _scan(path, self.format)
+        return found
+
+    def _build(self, paths: tuple[str, ...], fresh: bool = True) -> None:
+        self.files = [self._table(p, fresh) for p in paths]
         counts = [f.starts.size for f in self.files]
         self.ends = np.cumsum(counts, dtype=np.int64)
         self.order = interleave_order(counts, self.format.cycle_length,
@@ -138,7 +147,7 @@ class RecordFiles:
         """The records at ``index`` (any shape), as an object array of bytes."""
         with self.lock:
             if paths != self.paths:
-                self._build(paths)
+                self._build(paths, fresh=False)  # counted (and checked) before
             files, ends, order = self.files, self.ends, self.order
         total = int(ends[-1]) if ends.size else 0
         flat = index.reshape(-1)
