@@ -10,7 +10,7 @@ Supported: ``Dataset.from_tensor_slices``, ``from_tensors``, ``range``, ``zip``,
 ``list_files``, and ``map``, ``filter``, ``flat_map``, ``interleave`` (finite upstreams, scanned
 once per initialization: ``materialize.py``), ``batch``, ``padded_batch``, ``shuffle``,
 ``repeat``, ``take``, ``skip``, ``prefetch``, ``apply`` (with ``tf.data.experimental``'s
-``parallel_interleave``, ``shuffle_and_repeat``, ``map_and_batch``); the file sources
+``parallel_interleave``, ``shuffle_and_repeat``, ``map_and_batch``, ``unbatch``); the file sources
 ``TFRecordDataset``, ``TextLineDataset`` and ``FixedLengthRecordDataset`` (``readers.py``:
 element ``i`` is record ``i``, read through a table of record offsets built when the files are
 first counted); ``make_one_shot_iterator``, ``make_initializable_iterator`` (the initializer

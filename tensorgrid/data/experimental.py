@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["AUTOTUNE", "map_and_batch", "parallel_interleave", "shuffle_and_repeat"]
+from tensorgrid.data.dataset import Dataset
+
+__all__ = ["AUTOTUNE", "map_and_batch", "parallel_interleave", "shuffle_and_repeat", "unbatch"]
 
 AUTOTUNE = -1
 
@@ -38,3 +40,13 @@ def map_and_batch(map_func: Callable[..., Any], batch_size: int,
                   num_parallel_calls: Any = None) -> Transformation:
     """``dataset.map(map_func).batch(batch_size, drop_remainder)``."""
     return lambda dataset: dataset.map(map_func).batch(batch_size, drop_remainder)
+
+
+def unbatch() -> Transformation:
+    """Each element split along its first dimension into that many elements
+    (``flat_map`` of ``from_tensor_slices``; finite upstreams, as ``flat_map``)."""
+
+    def slices(*element: Any) -> Dataset:
+        return Dataset.from_tensor_slices(element if len(element) > 1 else element[0])
+
+    return lambda dataset: dataset.flat_map(slices)

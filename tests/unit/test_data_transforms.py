@@ -175,3 +175,12 @@ def test_interleave_errors():
         tf.data.Dataset.range(3).flat_map(
             lambda x: tf.data.Dataset.range(x).filter(lambda y: y > 0)
         ).make_one_shot_iterator().get_next()
+
+
+def test_unbatch_undoes_batch():
+    ds = tf.data.Dataset.range(7).map(lambda x: (x, {"sq": x * x})).batch(3)
+    nxt = ds.apply(tf.data.experimental.unbatch()).make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        got = _all(nxt, sess)
+    assert [int(a) for a, _ in got] == list(range(7))
+    assert [int(d["sq"]) for _, d in got] == [x * x for x in range(7)]
