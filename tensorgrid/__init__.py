@@ -110,6 +110,10 @@ from tensorgrid.framework.parsing_ops import (
                                       matching_files,
                                       parse_example,
                                       parse_single_example,
+                                      parse_tensor,
+                                      read_file,
+                                      serialize_tensor,
+                                      write_file,
 )
 from tensorgrid.framework.partitioned_variables import (
                                       PartitionedVariable,

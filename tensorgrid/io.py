@@ -17,10 +17,15 @@ from tensorgrid.framework.parsing_ops import (
     matching_files,
     parse_example,
     parse_single_example,
+    parse_tensor,
+    read_file,
+    serialize_tensor,
+    write_file,
 )
 
 __all__ = [
-    "FixedLenFeature", "FixedLenSequenceFeature", "TFRecordCompressionType", "TFRecordOptions", "TFRecordWriter",
-    "VarLenFeature", "decode_csv", "decode_raw", "gfile", "matching_files", "parse_example", "parse_single_example",
-    "tf_record_iterator",
+    "FixedLenFeature", "FixedLenSequenceFeature", "TFRecordCompressionType", "TFRecordOptions",
+    "TFRecordWriter", "VarLenFeature", "decode_csv", "decode_raw", "gfile", "matching_files",
+    "parse_example", "parse_single_example", "parse_tensor", "read_file", "serialize_tensor",
+    "tf_record_iterator", "write_file",
 ]

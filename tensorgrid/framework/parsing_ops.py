@@ -1,5 +1,6 @@
 """``tf.parse_single_example``, ``tf.parse_example``, ``tf.FixedLenFeature``,
-``tf.VarLenFeature``, ``tf.decode_raw``, ``tf.decode_csv`` and ``tf.matching_files``: the ops of
+``tf.VarLenFeature``, ``tf.decode_raw``, ``tf.decode_csv``, ``tf.serialize_tensor``,
+``tf.parse_tensor``, ``tf.read_file``, ``tf.write_file`` and ``tf.matching_files``: the ops of
 ``ops/parsing.py`` and ``ops/dataset_files.py``.
 
     features = tf.parse_single_example(record, {
@@ -17,12 +18,17 @@ from typing import Any, NamedTuple
 from tensorgrid.core import dtypes
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.framework.array_ops import reshape
-from tensorgrid.framework.convert import convert_to_tensor, make_op, make_op_outputs
-from tensorgrid.framework.graph import Tensor
+from tensorgrid.framework.convert import (
+    convert_to_tensor,
+    make_op,
+    make_op_operation,
+    make_op_outputs,
+)
+from tensorgrid.framework.graph import Operation, Tensor
 from tensorgrid.framework.string_ops import SparseTensor
 
 __all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "decode_csv",
-           "decode_raw", "matching_files", "parse_example",
+           "decode_raw", "parse_tensor", "read_file", "serialize_tensor", "write_file", "matching_files", "parse_example",
            "parse_single_example"]
 
 _FEATURE_DTYPES = (dtypes.float32, dtypes.int64, dtypes.string)
@@ -199,3 +205,37 @@ def matching_files(pattern: Any, name: str | None = None) -> Tensor:
     as a string vector, empty when none matches (``tf.io.matching_files``)."""
     return make_op("MatchingFiles", [convert_to_tensor(pattern, dtype=dtypes.string)],
                    name=name or "MatchingFiles")
+
+
+def serialize_tensor(tensor: Any, name: str | None = None) -> Tensor:
+    """``tensor`` as a serialized ``TensorProto`` (a string scalar; ``tf.serialize_tensor``)."""
+    t = convert_to_tensor(tensor)
+    return make_op("SerializeTensor", [t], {"T": t.dtype}, name=name or "SerializeTensor")
+
+
+def parse_tensor(serialized: Any, out_type: Any, name: str | None = None) -> Tensor:
+    """The tensor a serialized ``TensorProto`` holds (``tf.parse_tensor``).
+
+    Raises:
+      InvalidArgumentError (when run): bytes that are no TensorProto, or one of another dtype.
+    """
+    return make_op("ParseTensor", [convert_to_tensor(serialized, dtype=dtypes.string)],
+                   {"out_type": dtypes.as_dtype(out_type)}, name=name or "ParseTensor")
+
+
+def read_file(filename: Any, name: str | None = None) -> Tensor:
+    """The bytes of the file ``filename`` (a string scalar; ``tf.read_file``).
+
+    Raises:
+      NotFoundError (when run): no such file.
+    """
+    return make_op("ReadFile", [convert_to_tensor(filename, dtype=dtypes.string)],
+                   name=name or "ReadFile")
+
+
+def write_file(filename: Any, contents: Any, name: str | None = None) -> Operation:
+    """An op writing ``contents`` to the file ``filename``, creating missing directories
+    (``tf.write_file``)."""
+    return make_op_operation("WriteFile", [convert_to_tensor(filename, dtype=dtypes.string),
+                                           convert_to_tensor(contents, dtype=dtypes.string)],
+                             name=name or "WriteFile")

@@ -305,3 +305,35 @@ def _matching_files(ctx: KernelContext) -> Callable[[Any], Any]:
         return out
 
     return run
+
+
+@kernel("ReadFile", "CPU")
+def _read_file(ctx: KernelContext) -> Callable[[Any], Any]:
+    def run(filename: Any) -> Any:
+        path = _paths(filename)[0]
+
+        def read() -> bytes:
+            with open(path, "rb") as f:
+                return f.read()
+
+        return np.array(_named(ctx, read), dtype=object)
+
+    return run
+
+
+@kernel("WriteFile", "CPU")
+def _write_file(ctx: KernelContext) -> Callable[[Any, Any], None]:
+    def run(filename: Any, contents: Any) -> None:
+        path = _paths(filename)[0]
+        data = np.asarray(contents, object).reshape(-1)[0]
+        data = data if isinstance(data, bytes) else str(data).encode()
+
+        def write() -> None:
+            if os.path.dirname(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+
+        _named(ctx, write)
+
+    return run

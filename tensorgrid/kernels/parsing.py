@@ -1,5 +1,6 @@
-"""Kernels of the parsing ops (see ``ops/parsing.py``): ``DecodeRaw``, and ``ParseExample`` /
-``ParseSingleExample`` over ``tf.train.Example`` protos (``pb/example_pb2``)."""
+"""Kernels of the parsing ops (see ``ops/parsing.py``): ``DecodeRaw``, ``ParseExample`` /
+``ParseSingleExample`` over ``tf.train.Example`` protos (``pb/example_pb2``), ``DecodeCSV``,
+``SerializeTensor`` / ``ParseTensor``."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import tensorgrid.ops.parsing  # noqa: F401 - registers the op definitions
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.core.serde_tensor import dtype_from_enum, tensor_from_proto, tensor_to_proto
 from tensorgrid.core.shapes import as_shape
-from tensorgrid.pb import example_pb2, feature_pb2
+from tensorgrid.pb import example_pb2, feature_pb2, types_pb2
 
 _KIND_OF = {dtypes.float32: "float_list", dtypes.int64: "int64_list", dtypes.string: "bytes_list"}
 _DTYPE_OF_KIND = {"float_list": "float", "int64_list": "int64", "bytes_list": "string"}
@@ -325,3 +327,30 @@ def _csv_value(field: bytes, dtype: dtypes.DType, fill: np.ndarray, na: bytes, f
         raise errors.InvalidArgumentError(
             f"Field {f} in record {i} is not a valid {_CSV_NAME[dtype]}: "
             f"{field.decode(errors='replace')}") from None
+
+
+@kernel("SerializeTensor", "CPU")
+def _serialize_tensor(ctx: KernelContext) -> Callable[[Any], Any]:
+    dtype = ctx.attr("T")
+    return lambda t: np.array(tensor_to_proto(t, dtype).SerializeToString(), dtype=object)
+
+
+@kernel("ParseTensor", "CPU")
+def _parse_tensor(ctx: KernelContext) -> Callable[[Any], Any]:
+    out: dtypes.DType = ctx.attr("out_type")
+
+    def run(serialized: Any) -> Any:
+        data = np.asarray(serialized, object).reshape(-1)[0]
+        try:
+            pb = types_pb2.TensorProto.FromString(data)
+        except DecodeError as e:
+            raise ctx.error(errors.InvalidArgumentError,
+                            "Could not parse `serialized` as TensorProto") from e
+        found = dtype_from_enum(pb.dtype, ctx.name)
+        if found is not out:
+            raise ctx.error(errors.InvalidArgumentError,
+                            f"Type mismatch between parsed tensor ({found.name}) and dtype "
+                            f"({out.name})")
+        return tensor_from_proto(pb, ctx.name)
+
+    return run

@@ -86,3 +86,29 @@ def _matching_files(ctx: InferContext) -> Sequence[TensorSpec]:
 
 not_differentiable("MatchingFiles")
 declare_attrs({"MatchingFiles": ""})
+
+
+def _string_scalar(ctx: InferContext, i: int, what: str) -> None:
+    if ctx.dtype(i) is not dtypes.string or ctx.shape(i).rank not in (None, 0):
+        ctx.fail(f"{what} must be a string scalar, got {ctx.dtype(i).name} {ctx.shape(i)}")
+
+
+@op("ReadFile", stateful=True)
+def _read_file(ctx: InferContext) -> Sequence[TensorSpec]:
+    """filename -> the file's bytes (a string scalar)."""
+    ctx.expect_inputs(1)
+    _string_scalar(ctx, 0, "filename")
+    return [spec(dtypes.string, ())]
+
+
+@op("WriteFile", stateful=True)
+def _write_file(ctx: InferContext) -> Sequence[TensorSpec]:
+    """filename, contents -> nothing; the file (and missing directories) created."""
+    ctx.expect_inputs(2)
+    _string_scalar(ctx, 0, "filename")
+    _string_scalar(ctx, 1, "contents")
+    return []
+
+
+not_differentiable("ReadFile", "WriteFile")
+declare_attrs({"ReadFile": "", "WriteFile": ""})

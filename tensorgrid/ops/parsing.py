@@ -17,6 +17,9 @@
   4180 quotes when ``use_quote_delim``), one output per column of ``records``' shape; a field
   that is empty or ``na_value`` takes its column's default (an empty default: required).
 
+* ``SerializeTensor(tensor)`` / ``ParseTensor(serialized)``: a tensor as a serialized
+  ``TensorProto`` and back (``out_type`` must be the proto's dtype).
+
 Feature kinds map to dtypes as TensorFlow's: float_list -> float32, int64_list -> int64,
 bytes_list -> string.
 """
@@ -139,12 +142,31 @@ def _decode_csv(ctx: InferContext) -> Sequence[TensorSpec]:
     return [spec(t, ctx.shape(0)) for t in types]
 
 
-not_differentiable("DecodeRaw", "ParseExample", "ParseSingleExample", "DecodeCSV")
+@op("SerializeTensor")
+def _serialize_tensor(ctx: InferContext) -> Sequence[TensorSpec]:
+    """tensor -> its TensorProto, serialized (a string scalar)."""
+    ctx.expect_inputs(1)
+    return [spec(dtypes.string, ())]
+
+
+@op("ParseTensor")
+def _parse_tensor(ctx: InferContext) -> Sequence[TensorSpec]:
+    """serialized TensorProto -> the tensor, which must be of ``out_type``."""
+    ctx.expect_inputs(1)
+    if ctx.dtype(0) is not dtypes.string or ctx.shape(0).rank not in (None, 0):
+        ctx.fail(f"serialized must be a string scalar, got {ctx.dtype(0).name} {ctx.shape(0)}")
+    return [spec(ctx.attr("out_type"), None)]
+
+
+not_differentiable("DecodeRaw", "ParseExample", "ParseSingleExample", "DecodeCSV",
+                   "SerializeTensor", "ParseTensor")
 
 declare_attrs({
     "DecodeCSV": "OUT_TYPE:list(type) field_delim:string use_quote_delim:bool na_value:string "
                  "select_cols:list(int)",
     "DecodeRaw": "out_type little_endian:bool",
+    "ParseTensor": "out_type",
+    "SerializeTensor": "T",
     "ParseExample": "Nsparse:int Ndense:int sparse_types:list(type) Tdense:list(type) "
                     "dense_shapes:list(shape)",
     "ParseSingleExample": "num_sparse:int sparse_keys:list(string) dense_keys:list(string) "

@@ -93,6 +93,10 @@ for kind in ("GZIP", "ZLIB"):
     with tf.io.TFRecordWriter(os.path.join(d, "tf." + kind), options=kind) as w:
         for i in range(3):
             w.write(("%s-%d" % (kind, i)).encode())
+out["tensor"] = tf.io.parse_tensor(tf.io.read_file(os.path.join(d, "ours.tensor")),
+                                   tf.float32).numpy().tolist()
+tf.io.write_file(os.path.join(d, "tf.tensor"),
+                 tf.io.serialize_tensor(tf.constant([[1, 2], [3, 4]], tf.int64)))
 csv_lines = il["csv"]
 cols = tf.io.decode_csv(csv_lines, [[0], [0.0], ["?"]])
 out["csv"] = [c.numpy().tolist() if c.dtype != tf.string else [v.decode() for v in c.numpy()]
@@ -147,6 +151,9 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     (tmp_path / "interleave.json").write_text(json.dumps({
         "files": interleaved, "configs": configs, "csv": csv_lines, "csv_bad": csv_bad,
         "sizes": [3, 0, 5, 1, 4, 2]}))
+    with tf.Session() as sess:
+        sess.run(tf.write_file(str(tmp_path / "ours.tensor"), tf.serialize_tensor(
+            tf.constant(np.arange(6, dtype=np.float32).reshape(3, 2)))))
     lines = b"one\r\ntwo\n\n\r\nlone\rcr\nlast"
     (tmp_path / "a.txt").write_bytes(lines)
     (tmp_path / "b.txt").write_bytes(b"\n")
@@ -160,6 +167,11 @@ def test_tfrecord_files_of_examples_move_both_ways(tmp_path):
     assert seen["ours"] == [{"x": [i + 0.5, -i], "label": 2**40 + i, "name": f"ex{i}",
                              "tags": [7] * i} for i in range(3)]
     assert seen["ours_gzip"] == [f"line {i}" for i in range(4)]
+    # tensors serialized as TensorProtos, both ways
+    assert seen["tensor"] == [[0, 1], [2, 3], [4, 5]]
+    with tf.Session() as sess:
+        theirs = sess.run(tf.parse_tensor(tf.read_file(str(tmp_path / "tf.tensor")), tf.int64))
+    assert theirs.tolist() == [[1, 2], [3, 4]]
     # sequence features padded as TensorFlow pads them
     records = tf.data.TFRecordDataset(str(tmp_path / "ours.tfrecord")).batch(3)
     seq = tf.parse_example(records.make_one_shot_iterator().get_next(), {

@@ -202,3 +202,25 @@ def test_decode_csv_errors(record, defaults, match):
     cols = tf.decode_csv(tf.constant([record]), defaults)
     with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError, match=match):
         sess.run(cols)
+
+
+def test_serialize_and_parse_tensor_and_files(tmp_path):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    path = str(tmp_path / "sub" / "t.pb")
+    blob = tf.serialize_tensor(tf.constant(x))
+    write = tf.write_file(path, blob)
+    back = tf.parse_tensor(tf.read_file(path), tf.float32)
+    wrong = tf.parse_tensor(blob, tf.int32)
+    words = tf.io.parse_tensor(tf.io.serialize_tensor(tf.constant([b"a", b"bc"])), tf.string)
+    missing = tf.read_file(str(tmp_path / "none"))
+    with tf.Session() as sess:
+        sess.run(write)
+        np.testing.assert_array_equal(sess.run(back), x)
+        assert sess.run(words).tolist() == [b"a", b"bc"]
+        with pytest.raises(errors.InvalidArgumentError, match="Type mismatch"):
+            sess.run(wrong)
+        with pytest.raises(errors.NotFoundError, match="none"):
+            sess.run(missing)
+    # the bytes are a TensorProto, as TensorFlow writes it
+    proto = tf.TensorProto.FromString(open(path, "rb").read())
+    assert [d.size for d in proto.tensor_shape.dim] == [2, 3]
