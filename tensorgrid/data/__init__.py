@@ -9,7 +9,7 @@ does), so a pipeline runs wherever its graph is placed.
 Supported: ``Dataset.from_tensor_slices``, ``from_tensors``, ``range``, ``zip``,
 ``list_files``, and ``map``, ``filter``, ``flat_map``, ``interleave`` (finite upstreams, scanned
 once per initialization: ``materialize.py``), ``batch``, ``padded_batch``, ``shuffle``,
-``repeat``, ``take``, ``skip``, ``prefetch``, ``apply`` (with ``tf.data.experimental``'s
+``repeat``, ``take``, ``skip``, ``shard``, ``prefetch``, ``apply`` (with ``tf.data.experimental``'s
 ``parallel_interleave``, ``shuffle_and_repeat``, ``map_and_batch``, ``unbatch``); the file sources
 ``TFRecordDataset``, ``TextLineDataset`` and ``FixedLengthRecordDataset`` (``readers.py``:
 element ``i`` is record ``i``, read through a table of record offsets built when the files are

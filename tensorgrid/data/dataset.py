@@ -10,7 +10,7 @@ from typing import Any
 from tensorgrid import math as math_ops
 from tensorgrid.core import dtypes
 from tensorgrid.core.shapes import TensorShape
-from tensorgrid.data import batching, materialize, structure
+from tensorgrid.data import batching, materialize, positions, structure
 from tensorgrid.data.base import Capture, DatasetBase
 from tensorgrid.framework import array_index_ops as array_index
 from tensorgrid.framework import array_ops
@@ -165,15 +165,27 @@ class Dataset(DatasetBase):
 
     def repeat(self, count: int | None = None) -> Dataset:
         """The dataset ``count`` times (endlessly when None or -1)."""
-        return _Repeat(self, -1 if count is None else int(count))
+        return _Remap(self, positions.Repeat(-1 if count is None else int(count)))
 
     def take(self, count: int) -> Dataset:
         """The first ``count`` elements (all when -1)."""
-        return _Take(self, int(count))
+        return _Remap(self, positions.Take(int(count)))
 
     def skip(self, count: int) -> Dataset:
         """All but the first ``count`` elements."""
-        return _Skip(self, int(count))
+        return _Remap(self, positions.Skip(max(int(count), 0)))
+
+    def shard(self, num_shards: int, index: int) -> Dataset:
+        """Every ``num_shards``-th element from position ``index`` on: worker ``index`` of
+        ``num_shards`` reads its share.
+
+        Raises:
+          ValueError: ``num_shards`` below 1, or ``index`` not in ``[0, num_shards)``.
+        """
+        if int(num_shards) < 1 or not 0 <= int(index) < int(num_shards):
+            raise ValueError(f"shard: need num_shards >= 1 and 0 <= index < num_shards, got "
+                             f"num_shards={num_shards}, index={index}")
+        return _Remap(self, positions.Shard(int(num_shards), int(index)))
 
     def apply(self, transformation_func: Callable[[Dataset], Dataset]) -> Dataset:
         """``transformation_func(self)`` (for the ``tf.data.experimental`` transformations)."""
@@ -430,65 +442,22 @@ class _Shuffle(Dataset):
         return self._upstream._elements(self._order(indices, epochs, capture), epochs, capture)
 
 
-class _Repeat(Dataset):
-    _EPOCH_STRIDE = 1 << 31  # epochs of an endless repeat nested in an outer one stay apart
+class _Remap(Dataset):
+    """Element ``i`` is an upstream element at another position (``positions.py``)."""
 
-    def __init__(self, upstream: Dataset, count: int) -> None:
-        self._upstream, self._count = upstream, count
+    def __init__(self, upstream: Dataset, positions: Any) -> None:
+        self._upstream, self._positions = upstream, positions
         self._vectorized = upstream._vectorized
 
     def _size(self, capture: Capture) -> Tensor:
-        up = self._upstream._size(capture)
-        if self._count < 0:
-            return math_ops.where(math_ops.equal(up, 0), up, _i64(-1))
-        return math_ops.where(math_ops.less(up, 0), up, math_ops.multiply(up, self._count))
+        return self._positions.size(self._upstream._size(capture))  # type: ignore[no-any-return]
 
-    def _split(self, index: Tensor, epoch: Tensor, capture: Capture) -> tuple[Tensor, Tensor]:
-        up = self._upstream._size(capture)
-        # an endless upstream is never wrapped (divided by 2**62, which no index reaches)
-        safe = math_ops.where(math_ops.less(up, 1), _i64(1 << 62), up)
-        stride = self._count if self._count > 0 else self._EPOCH_STRIDE
-        return (math_ops.floormod(index, safe),
-                math_ops.add(math_ops.multiply(epoch, stride), math_ops.floordiv(index, safe)))
+    def _source(self, index: Tensor, epoch: Tensor, capture: Capture) -> tuple[Tensor, Tensor]:
+        return self._positions.source(  # type: ignore[no-any-return]
+            index, epoch, lambda: self._upstream._size(capture))
 
     def _element(self, index: Tensor, epoch: Tensor, capture: Capture) -> Any:
-        return self._upstream._element(*self._split(index, epoch, capture), capture)
+        return self._upstream._element(*self._source(index, epoch, capture), capture)
 
     def _elements(self, indices: Tensor, epochs: Tensor, capture: Capture) -> Any:
-        return self._upstream._elements(*self._split(indices, epochs, capture), capture)
-
-
-class _Take(Dataset):
-    def __init__(self, upstream: Dataset, count: int) -> None:
-        self._upstream, self._count = upstream, count
-        self._vectorized = upstream._vectorized
-
-    def _size(self, capture: Capture) -> Tensor:
-        up = self._upstream._size(capture)
-        if self._count < 0:
-            return up
-        return math_ops.where(math_ops.less(up, 0), _i64(self._count),
-                              math_ops.minimum(up, self._count))
-
-    def _element(self, index: Tensor, epoch: Tensor, capture: Capture) -> Any:
-        return self._upstream._element(index, epoch, capture)
-
-    def _elements(self, indices: Tensor, epochs: Tensor, capture: Capture) -> Any:
-        return self._upstream._elements(indices, epochs, capture)
-
-
-class _Skip(Dataset):
-    def __init__(self, upstream: Dataset, count: int) -> None:
-        self._upstream, self._count = upstream, max(count, 0)
-        self._vectorized = upstream._vectorized
-
-    def _size(self, capture: Capture) -> Tensor:
-        up = self._upstream._size(capture)
-        return math_ops.where(math_ops.less(up, 0), up,
-                              math_ops.maximum(math_ops.subtract(up, self._count), 0))
-
-    def _element(self, index: Tensor, epoch: Tensor, capture: Capture) -> Any:
-        return self._upstream._element(math_ops.add(index, self._count), epoch, capture)
-
-    def _elements(self, indices: Tensor, epochs: Tensor, capture: Capture) -> Any:
-        return self._upstream._elements(math_ops.add(indices, self._count), epochs, capture)
+        return self._upstream._elements(*self._source(indices, epochs, capture), capture)

@@ -184,3 +184,18 @@ def test_unbatch_undoes_batch():
         got = _all(nxt, sess)
     assert [int(a) for a, _ in got] == list(range(7))
     assert [int(d["sq"]) for _, d in got] == [x * x for x in range(7)]
+
+
+def test_shard_gives_each_worker_its_share():
+    ten = tf.data.Dataset.range(10)
+    one, two = ten.shard(3, 1), ten.shard(3, 2)
+    short = tf.data.Dataset.range(2).shard(3, 2)
+    repeated = tf.data.Dataset.range(4).shard(2, 1).repeat(2).batch(3)
+    with tf.Session() as sess:
+        assert _all(one.make_one_shot_iterator().get_next(), sess) == [1, 4, 7]
+        assert _all(two.make_one_shot_iterator().get_next(), sess) == [2, 5, 8]
+        assert _all(short.make_one_shot_iterator().get_next(), sess) == []
+        assert [b.tolist() for b in _all(repeated.make_one_shot_iterator().get_next(), sess)] \
+            == [[1, 3, 1], [3]]
+    with pytest.raises(ValueError, match="0 <= index < num_shards"):
+        ten.shard(2, 2)
