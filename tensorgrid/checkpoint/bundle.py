@@ -21,7 +21,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tensorgrid.checkpoint import bundle_format as bf
-from tensorgrid.checkpoint import trash
+from tensorgrid.checkpoint import spares
 from tensorgrid.checkpoint.data_file import DIRECT_MIN_BYTES, DataFileWriter
 from tensorgrid.checkpoint.table import TableWriter, read_table
 from tensorgrid.core import dtypes, errors
@@ -81,13 +81,17 @@ class BundleWriter:
             ``data_file.DIRECT_MIN_BYTES`` is written around the page cache (``O_DIRECT``) where
             the filesystem allows. The bytes written are the same either way.
         direct: force (True) or forbid (False) that choice; None decides by ``expected_bytes``.
+        spare_dir: the directory whose spare files (``spares.py``: data files retired by
+            earlier saves) the data file may recycle, when one fits ``expected_bytes`` and the
+            file is written around the page cache (default the prefix's directory).
 
     Raises:
         UnavailableError: the files cannot be created.
     """
 
     def __init__(self, prefix: str, *, block_bytes: int | None = None,
-                 expected_bytes: int = 0, direct: bool | None = None) -> None:
+                 expected_bytes: int = 0, direct: bool | None = None,
+                 spare_dir: str | None = None) -> None:
         self.prefix = prefix
         self._block_bytes = block_bytes
         self._entries: dict[bytes, Entry] = {}
@@ -98,8 +102,18 @@ class BundleWriter:
             direct = expected_bytes >= DIRECT_MIN_BYTES
         try:
             os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
-            self._out: DataFileWriter | None = DataFileWriter(self._tmp_data, direct=direct)
+            # a spare's blocks are already allocated: overwriting them in place is faster than
+            # allocating new ones (around the page cache; buffered writes would truncate it)
+            recycled = direct and spares.claim(
+                os.path.dirname(prefix) if spare_dir is None else spare_dir,
+                expected_bytes, self._tmp_data)
+            self._out: DataFileWriter | None = DataFileWriter(self._tmp_data, direct=direct,
+                                                              overwrite=recycled)
         except OSError as exc:
+            try:
+                os.remove(self._tmp_data)  # a claimed spare, or a file the open made
+            except OSError:
+                pass
             raise errors.UnavailableError(f"Cannot write checkpoint {prefix}: {exc}") from None
 
     @property
@@ -285,12 +299,14 @@ def merge_bundles(prefixes: Sequence[str], prefix: str
                     f"{old.shard_id} and {i} of checkpoint {prefix}")
     for i, part in enumerate(prefixes):
         target = bf.data_file(prefix, i, n)
-        trash.replace(bf.data_file(part, 0, 1), target)  # an overwritten file goes in the background
+        spares.replace(bf.data_file(part, 0, 1), target)  # an overwritten file is recycled
         records.append(FileRecord(os.path.basename(target), os.path.getsize(target)))
     for entry in merged.values():
         if entry.slices:
             entry.shard_id = 0  # a full tensor's entry holds no bytes
     records.append(write_index(prefix, n, merged))
+    # the spares the next save wants: as many as this save wrote; older ones are removed
+    spares.prune(os.path.dirname(prefix) or ".", n)
     for part in prefixes:
         try:
             os.remove(bf.index_file(part))

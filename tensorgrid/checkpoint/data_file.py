@@ -76,18 +76,24 @@ class DataFileWriter:
     Args:
         path: the file, created or truncated.
         direct: write around the page cache.
+        overwrite: ``path`` is an existing file (a recycled spare, ``spares.py``) to overwrite
+            in place, its blocks kept, and cut to size at ``close`` (with ``O_DIRECT``; a
+            buffered writer truncates it at the open).
 
     Raises:
         OSError: the file cannot be created.
     """
 
-    def __init__(self, path: str, *, direct: bool) -> None:
+    def __init__(self, path: str, *, direct: bool, overwrite: bool = False) -> None:
         self.path = path
         self.size = 0
         self.direct_io = False
         self._fd = -1
         self._file: Any = None
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+        self._overwrite = overwrite
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        if not overwrite:
+            flags |= os.O_TRUNC
         if direct and _O_DIRECT:
             try:
                 self._fd = os.open(path, flags | _O_DIRECT, 0o666)  # as open(): the umask decides
@@ -217,7 +223,7 @@ class DataFileWriter:
                 self._written += padded
             self._stop()
             self._raise_pending()
-            if tail:
+            if tail or self._overwrite:  # the padding, or what a longer spare held past the end
                 os.ftruncate(self._fd, self.size)
         finally:
             self._stop()

@@ -17,7 +17,7 @@ import numpy as np
 
 from tensorgrid.checkpoint import bundle_format as bf
 from tensorgrid.checkpoint import manifest as mf
-from tensorgrid.checkpoint import trash
+from tensorgrid.checkpoint import spares, trash
 from tensorgrid.checkpoint.bundle_reader import BundleReader
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.crc32c import crc32c
@@ -52,8 +52,9 @@ def file_problem(manifest: Mapping[str, Any]) -> str | None:
 
 def remove_files(prefix: str) -> int:
     """Remove the files of the checkpoint ``prefix`` (index, data files, leftovers of a sharded
-    save or of an interrupted removal); returns how many went. Large data files are renamed away
-    at once and unlinked in the background (``trash``)."""
+    save or of an interrupted removal); returns how many went. Large data files become spares
+    that the next save in the directory overwrites (``spares``), else are renamed away at once
+    and unlinked in the background (``trash``)."""
     removed = 0
     # first what an interrupted removal left (after it, this removal's own renamed files)
     for path in glob.glob(glob.escape(prefix) + ".data-?????-of-?????" + trash.MARK + "*"):
@@ -64,7 +65,10 @@ def remove_files(prefix: str) -> int:
     data = glob.glob(glob.escape(prefix) + ".data-?????-of-?????")
     for path in [bf.index_file(prefix), *data]:
         try:
-            removed += trash.remove(path)
+            if path in data and spares.keep(path):  # the next save overwrites it (spares.py)
+                removed += 1
+            else:
+                removed += trash.remove(path)
         except OSError:
             pass
     for temp in glob.glob(glob.escape(prefix) + "_temp_*"):

@@ -98,7 +98,9 @@ def _save_shard(ctx: KernelContext) -> AsyncKernel:
     def write(prefix: str, token: str, values: tuple[Any, ...]) -> dict[str, Any]:
         part = bundle.shard_prefix(prefix, shard, num_shards, token)
         expected = sum(int(getattr(v, "nbytes", 0)) for v in values)
-        with bundle.BundleWriter(part, expected_bytes=expected) as writer:
+        # the data files that earlier saves retired lie in the checkpoint's directory
+        with bundle.BundleWriter(part, expected_bytes=expected,
+                                 spare_dir=os.path.dirname(prefix)) as writer:
             for name, sl, value in zip(names, slices, values, strict=True):
                 if sl is None:
                     writer.add(name, to_host(value))
