@@ -30,9 +30,11 @@ import threading
 import time
 
 from tensorgrid.checkpoint import trash
+from tensorgrid.checkpoint.data_file import DIRECT_MIN_BYTES
 
 MARK = ".tg-spare-"
-MIN_BYTES = trash.LARGE_BYTES  # smaller files are cheap to make: removed, not kept
+# only files written around the page cache claim spares; smaller ones are removed, not kept
+MIN_BYTES = DIRECT_MIN_BYTES
 SLACK = 2  # a spare is claimed for a file of at least 1/SLACK of its size
 
 _NAME = re.compile(r"^" + re.escape(MARK) + r"(\d+)-(\d+)-[0-9a-f]+$")
