@@ -21,7 +21,9 @@ state of periodic saves, as ``MonitoredTrainingSession`` and the ``Supervisor`` 
 ``global_step`` each time into one directory with ``max_to_keep=2``, so each save also retires
 the oldest checkpoint (its time is in the save, for both frameworks); ``MAX_TO_KEEP + 1`` untimed
 saves come first, so every timed save retires one. The saves run back to back (no training step
-between them), the hardest case for a disk still writing the previous save back. Before the
+between them), the hardest case for a disk still writing the previous save back. ``save_sync``
+is the same with tensorgrid's ``Saver(sync=True)`` (every file ``fsync``ed before the commit;
+TensorFlow has no such choice: skipped). Before the
 restores every variable is set to zero (untimed), and after them each must hold its saved value
 again (the ``restored_values`` check). ``restore`` reads the latest checkpoint, which one untimed
 restore has just read (the page cache holds it); ``restore_cold`` first drops the checkpoint's
@@ -72,7 +74,7 @@ SHARDS = 2
 VARS_PER_SHARD = 4
 MB = 1024
 QUICK_MB = 128  # 64 MiB per shard: the same O_DIRECT path as the full size
-KINDS = ("save_first", "save", "restore", "restore_cold")
+KINDS = ("save_first", "save", "save_sync", "restore", "restore_cold")
 MAX_TO_KEEP = 2  # the steady-state saves' max_to_keep
 BASELINES = ("plain_write", "plain_write_direct")
 UNIT = "GB/s per shard"
@@ -137,12 +139,30 @@ def _timed(fn: Callable[[], Any], reps: int, before: Callable[[], Any] | None = 
     return times
 
 
+def _steady(save: Callable[[str, int | None], str], prefix: str, reps: int
+            ) -> tuple[list[float], str]:
+    """Seconds of ``reps`` periodic saves of ``prefix`` (after ``MAX_TO_KEEP + 1`` untimed
+    ones, so each timed save retires the oldest), and the last checkpoint's path."""
+    step = 0
+    for _ in range(MAX_TO_KEEP + 1):
+        step += 1
+        save(prefix, step)
+    times = []
+    for _ in range(reps):
+        step += 1
+        t0 = time.perf_counter()
+        latest = save(prefix, step)
+        times.append(time.perf_counter() - t0)
+    return times, latest
+
+
 def _measure(framework: str, save: Callable[[str, int | None], str], restore: Callable[[str], Any],
              zero: Callable[[], Any], values_ok: Callable[[], bool], directory: str, mb: int,
-             reps: int, cold: bool) -> None:
-    """Time first saves, steady-state saves, then restores (warm, then cold), check the files
-    and the restored values, and emit a row per kind. ``save(prefix, global_step)`` returns the
-    checkpoint's path."""
+             reps: int, cold: bool,
+             save_sync: Callable[[str, int | None], str] | None = None) -> None:
+    """Time first saves, steady-state saves (also with ``save_sync`` when given), then restores
+    (warm, then cold), check the files and the restored values, and emit a row per kind.
+    ``save(prefix, global_step)`` returns the checkpoint's path."""
     save(os.path.join(directory, "warmup", "model.ckpt"), None)  # connections, plans
     firsts = []
     for rep in range(reps):
@@ -151,16 +171,9 @@ def _measure(framework: str, save: Callable[[str, int | None], str], restore: Ca
         save(fresh, None)
         firsts.append(time.perf_counter() - t0)
     prefix = os.path.join(directory, "steady", "model.ckpt")
-    step = 0
-    for _ in range(MAX_TO_KEEP + 1):  # from here on each save retires the oldest
-        step += 1
-        save(prefix, step)
-    saves = []
-    for _ in range(reps):
-        step += 1
-        t0 = time.perf_counter()
-        latest = save(prefix, step)
-        saves.append(time.perf_counter() - t0)
+    saves, latest = _steady(save, prefix, reps)
+    if save_sync is not None:
+        syncs, _ = _steady(save_sync, os.path.join(directory, "steady_sync", "model.ckpt"), reps)
     kept = glob.glob(f"{glob.escape(prefix)}-*.index")
     files_ok = (os.path.exists(latest + ".index") and len(kept) == MAX_TO_KEEP
                 and len(glob.glob(f"{glob.escape(latest)}.data-*-of-{SHARDS:05d}")) == SHARDS)
@@ -173,6 +186,11 @@ def _measure(framework: str, save: Callable[[str, int | None], str], restore: Ca
     _emit(_row("save_first", framework, firsts, mb))
     _emit(_row("save", framework, saves, mb, checks={"bundle_files": files_ok},
                max_to_keep=MAX_TO_KEEP))
+    if save_sync is not None:
+        _emit(_row("save_sync", framework, syncs, mb, max_to_keep=MAX_TO_KEEP))
+    else:
+        _emit(status_row(figure("save_sync"), framework, "skipped",
+                         "no durable-save choice in this framework's Saver"))
     _emit(_row("restore", framework, warm, mb, checks=checks))
     if colds:
         _emit(_row("restore_cold", framework, colds, mb, checks=checks))
@@ -280,12 +298,14 @@ def child_tensorgrid(mb: int, reps: int, directory: str, cold: bool) -> None:
                     zeroes.append(v.assign(tf.zeros([n])))
         zero_op = tf.group(*zeroes)
         saver = Saver(max_to_keep=MAX_TO_KEEP)
+        durable = Saver(max_to_keep=MAX_TO_KEEP, sync=True, name="save_sync")
         with tf.Session(servers[-1].target) as sess:
             sess.run(tf.global_variables_initializer())
             _measure("tensorgrid", lambda p, step: saver.save(sess, p, global_step=step),
                      lambda p: saver.restore(sess, p), lambda: sess.run(zero_op),
                      lambda: _all_restored(sess.run(variables)), os.path.join(directory, "tg"),
-                     mb, reps, cold)
+                     mb, reps, cold,
+                     save_sync=lambda p, step: durable.save(sess, p, global_step=step))
     finally:
         for s in reversed(servers):
             s.stop()

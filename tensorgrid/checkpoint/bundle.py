@@ -81,6 +81,8 @@ class BundleWriter:
             ``data_file.DIRECT_MIN_BYTES`` is written around the page cache (``O_DIRECT``) where
             the filesystem allows. The bytes written are the same either way.
         direct: force (True) or forbid (False) that choice; None decides by ``expected_bytes``.
+        sync: make the data file and the index durable (``fsync``) before ``finish`` returns
+            (default: as TensorFlow, the operating system writes them back when it will).
         spare_dir: the directory whose spare files (``spares.py``: data files retired by
             earlier saves) the data file may recycle, when one fits ``expected_bytes`` and the
             file is written around the page cache (default the prefix's directory).
@@ -91,8 +93,9 @@ class BundleWriter:
 
     def __init__(self, prefix: str, *, block_bytes: int | None = None,
                  expected_bytes: int = 0, direct: bool | None = None,
-                 spare_dir: str | None = None) -> None:
+                 sync: bool = False, spare_dir: str | None = None) -> None:
         self.prefix = prefix
+        self._sync = sync
         self._block_bytes = block_bytes
         self._entries: dict[bytes, Entry] = {}
         self._data_path = bf.data_file(prefix, 0, 1)
@@ -218,11 +221,13 @@ class BundleWriter:
         if self._out is None:
             raise errors.FailedPreconditionError(f"Bundle {self.prefix} is already finished")
         try:
-            self._out.close()
+            self._out.close(sync=self._sync)
             self._out = None
             os.replace(self._tmp_data, self._data_path)
             data = FileRecord(os.path.basename(self._data_path), self._offset)
-            index = write_index(self.prefix, 1, self._entries, self._block_bytes)
+            index = write_index(self.prefix, 1, self._entries, self._block_bytes, self._sync)
+            if self._sync:
+                sync_directory(os.path.dirname(self.prefix) or ".")
         except OSError as exc:
             self.abort()
             raise errors.UnavailableError(f"Cannot write checkpoint {self.prefix}: {exc}") from None
@@ -247,9 +252,23 @@ class BundleWriter:
             self.abort()
 
 
+def sync_directory(directory: str) -> None:
+    """Make the names created in ``directory`` durable (``fsync`` of the directory).
+
+    Raises:
+        OSError: the directory cannot be opened or synced.
+    """
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_index(prefix: str, num_shards: int, entries: Mapping[bytes, Entry],
-                block_bytes: int | None = None) -> FileRecord:
-    """Write ``prefix.index``: the header and ``entries`` in key order (via a temporary name).
+                block_bytes: int | None = None, sync: bool = False) -> FileRecord:
+    """Write ``prefix.index``: the header and ``entries`` in key order (via a temporary name;
+    with ``sync``, its bytes are made durable before the rename).
 
     Returns:
         The index file's record.
@@ -262,17 +281,22 @@ def write_index(prefix: str, num_shards: int, entries: Mapping[bytes, Entry],
         for key in sorted(entries):
             table.add(key, entries[key].SerializeToString(deterministic=True))
         table.finish()
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     with open(tmp, "rb") as f:
         raw = f.read()
     os.replace(tmp, path)
     return FileRecord(os.path.basename(path), len(raw), crc32c(raw))
 
 
-def merge_bundles(prefixes: Sequence[str], prefix: str
+def merge_bundles(prefixes: Sequence[str], prefix: str, sync: bool = False
                   ) -> tuple[dict[bytes, Entry], list[FileRecord]]:
     """Merge the single-shard bundles ``prefixes`` (in shard order) into the bundle ``prefix``:
     their data files become ``prefix.data-<i>-of-<n>``, their entries one index. The shard
-    bundles' index files, and their directories when left empty, are removed.
+    bundles' index files, and their directories when left empty, are removed. With ``sync`` the
+    index and the directory's new names are durable when it returns (the data files' bytes are
+    the shards' writers' to sync).
 
     Returns:
         The merged entries by key, and the file records: the data files in order, then the index.
@@ -304,7 +328,9 @@ def merge_bundles(prefixes: Sequence[str], prefix: str
     for entry in merged.values():
         if entry.slices:
             entry.shard_id = 0  # a full tensor's entry holds no bytes
-    records.append(write_index(prefix, n, merged))
+    records.append(write_index(prefix, n, merged, sync=sync))
+    if sync:
+        sync_directory(os.path.dirname(prefix) or ".")
     # the spares the next save wants: as many as this save wrote; older ones are removed
     spares.prune(os.path.dirname(prefix) or ".", n)
     for part in prefixes:

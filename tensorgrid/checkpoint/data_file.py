@@ -201,15 +201,22 @@ class DataFileWriter:
             done += n
 
     # ------------------------------------------------------------------ ending
-    def close(self) -> None:
-        """Write what is staged and close the file (its size is ``size``).
+    def close(self, sync: bool = False) -> None:
+        """Write what is staged and close the file (its size is ``size``); with ``sync``, make
+        its bytes and size durable first (``fsync``: with ``O_DIRECT`` the bytes have reached
+        the device already, so what is left is the file's metadata and the device's cache).
 
         Raises:
             OSError: a write failed.
         """
         if self._file is not None:
             f, self._file = self._file, None
-            f.close()
+            try:
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            finally:
+                f.close()
             return
         if self._fd < 0:
             return
@@ -225,6 +232,8 @@ class DataFileWriter:
             self._raise_pending()
             if tail or self._overwrite:  # the padding, or what a longer spare held past the end
                 os.ftruncate(self._fd, self.size)
+            if sync:
+                os.fsync(self._fd)
         finally:
             self._stop()
             self._release()
