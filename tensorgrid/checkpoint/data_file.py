@@ -62,6 +62,15 @@ class _StagingPool:
 _POOL = _StagingPool(keep=2 * DEPTH)  # two shards saved at once by one process stay warm
 
 
+def _has_fd(f: Any) -> bool:
+    """Whether ``f`` is a file of this machine's kernel (it has a descriptor)."""
+    try:
+        f.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
 def _readonly(arr: np.ndarray) -> np.ndarray:
     """A read-only view (the CRC extension takes read-only buffers only)."""
     view = arr.view()
@@ -79,17 +88,22 @@ class DataFileWriter:
         overwrite: ``path`` is an existing file (a recycled spare, ``spares.py``) to overwrite
             in place, its blocks kept, and cut to size at ``close`` (with ``O_DIRECT``; a
             buffered writer truncates it at the open).
+        file: a binary file already open for writing (on another filesystem: ``fs.py``) to
+            write to, buffered, instead of opening ``path``; closed by ``close``.
 
     Raises:
         OSError: the file cannot be created.
     """
 
-    def __init__(self, path: str, *, direct: bool, overwrite: bool = False) -> None:
+    def __init__(self, path: str, *, direct: bool, overwrite: bool = False,
+                 file: Any = None) -> None:
         self.path = path
         self.size = 0
         self.direct_io = False
         self._fd = -1
-        self._file: Any = None
+        self._file: Any = file
+        if file is not None:
+            return
         self._overwrite = overwrite
         flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         if not overwrite:
@@ -212,7 +226,7 @@ class DataFileWriter:
         if self._file is not None:
             f, self._file = self._file, None
             try:
-                if sync:
+                if sync and _has_fd(f):  # a remote file is durable when its close returns
                     f.flush()
                     os.fsync(f.fileno())
             finally:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorgrid.checkpoint import bundle
+from tensorgrid.checkpoint import bundle, fs
 from tensorgrid.checkpoint.files import read_bundle
 from tensorgrid.checkpoint.ops import ASSIGN, MERGE, RESTORE_SHARD, SAVE_SHARD
 from tensorgrid.core import dtypes, errors
@@ -81,7 +81,7 @@ def _slices(names: list[str], specs: list[str]) -> list[_Slice | None]:
 
 
 def _absolute(prefix: str) -> str:
-    if not os.path.isabs(prefix):
+    if not (os.path.isabs(prefix) or fs.is_remote(prefix)):
         raise errors.InvalidArgumentError(
             f"Checkpoint path {prefix!r} reached a task relative; the Saver makes it absolute")
     return prefix
