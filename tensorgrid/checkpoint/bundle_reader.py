@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import IO, Any
+from typing import Any
 
 import google_crc32c
 import numpy as np
@@ -37,7 +37,7 @@ class BundleReader:
         self._fs = fs.filesystem(prefix)
         self.header, self._entries = read_index(prefix)
         self._big = self.header.endianness == tensor_bundle_pb2.BundleHeaderProto.BIG
-        self._files: dict[int, IO[bytes]] = {}
+        self._files: dict[int, Any] = {}  # FileIO locally, fsspec's file remotely
         self._names = {k.decode("utf-8", "replace"): k for k in self._entries
                        if not k.startswith(b"\x00")}  # keys starting with 0 are slices
 
@@ -105,7 +105,7 @@ class BundleReader:
                 f"Tensor {name} of checkpoint {self.prefix} has data type {entry.dtype}, which "
                 "tensorgrid does not support") from None
 
-    def _file(self, shard: int) -> IO[bytes]:
+    def _file(self, shard: int) -> Any:
         f = self._files.get(shard)
         if f is None:
             path = bf.data_file(self.prefix, shard, self.header.num_shards)
@@ -139,7 +139,7 @@ class BundleReader:
         """Read a tensor's bytes into ``view``; returns their CRC-32C."""
         f = self._file(entry.shard_id)
         if not self._fs.local:  # sequential reads through fsspec's file
-            self._read_into(name, entry, memoryview(view))
+            self._read_into(name, entry, view.data)
             return int(google_crc32c.value(bytes(view))) if view.nbytes else 0
         try:
             got, crc = data_file.read_into(f.fileno(), entry.offset, view)
