@@ -91,22 +91,25 @@ def keep(path: str) -> bool:
 
 def replace(src: str, dst: str) -> None:
     """``os.replace(src, dst)``, atomic as ever; a large file it replaces becomes a spare (a
-    second name made first, so ``dst`` always names a complete file).
+    second name made first, so ``dst`` always names a complete file), a smaller one is freed in
+    the background (``trash.replace``).
 
     Raises:
         OSError: the rename failed.
     """
-    spare = None
     try:
         nbytes = os.stat(dst).st_size
     except OSError:
         nbytes = -1
-    if nbytes >= MIN_BYTES:
-        spare = _spare_name(os.path.dirname(dst) or ".", nbytes)
-        try:
-            os.link(dst, spare)
-        except OSError:
-            spare = None  # no hard links here: the rename frees the old file
+    if nbytes < MIN_BYTES:
+        trash.replace(src, dst)
+        return
+    name = _spare_name(os.path.dirname(dst) or ".", nbytes)
+    spare: str | None = name
+    try:
+        os.link(dst, name)
+    except OSError:
+        spare = None  # no hard links here: the rename frees the old file
     try:
         os.replace(src, dst)
     except OSError:
