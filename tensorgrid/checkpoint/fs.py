@@ -16,10 +16,12 @@ files) or the URL.
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import os
 import posixpath
 import re
+from collections.abc import Iterator
 from typing import IO, Any
 
 from tensorgrid.core import errors
@@ -84,6 +86,57 @@ class LocalFilesystem:
         return _glob.glob(pattern)
 
 
+@contextlib.contextmanager
+def _as_os_errors(what: str) -> Iterator[None]:
+    """The errors of an fsspec filesystem as ``OSError``: each filesystem raises its own
+    (``ftplib.error_perm``, botocore's, paramiko's...), and the checkpoint code handles
+    ``OSError``."""
+    try:
+        yield
+    except OSError:
+        raise
+    except Exception as exc:  # any filesystem's own error class (see above)
+        raise OSError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+class _RemoteFile:
+    """An fsspec file whose errors are ``OSError`` (what ``open`` returns remotely)."""
+
+    def __init__(self, f: Any, path: str) -> None:
+        self._f = f
+        self.name = path
+
+    def write(self, data: Any) -> int:
+        with _as_os_errors(f"writing {self.name}"):
+            return int(self._f.write(data))
+
+    def read(self, n: int = -1) -> bytes:
+        with _as_os_errors(f"reading {self.name}"):
+            return bytes(self._f.read(n))
+
+    def readinto(self, buf: Any) -> int:
+        with _as_os_errors(f"reading {self.name}"):
+            return int(self._f.readinto(buf))
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        with _as_os_errors(f"seeking in {self.name}"):
+            return int(self._f.seek(offset, whence))
+
+    def flush(self) -> None:
+        with _as_os_errors(f"writing {self.name}"):
+            self._f.flush()
+
+    def close(self) -> None:
+        with _as_os_errors(f"closing {self.name}"):
+            self._f.close()
+
+    def __enter__(self) -> _RemoteFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class FsspecFilesystem:
     """A filesystem of fsspec, reached by the URLs of one scheme; paths in and out are full URLs.
 
@@ -113,50 +166,58 @@ class FsspecFilesystem:
     def _url(self, path: str) -> str:
         return self._base + path.lstrip("/")
 
-    def open(self, path: str, mode: str) -> IO[bytes]:
-        return self._fs.open(self._path(path), mode)  # type: ignore[no-any-return]
+    def open(self, path: str, mode: str) -> Any:
+        with _as_os_errors(f"opening {path}"):
+            return _RemoteFile(self._fs.open(self._path(path), mode), path)
 
     def makedirs(self, path: str) -> None:
-        self._fs.makedirs(self._path(path), exist_ok=True)
+        with _as_os_errors(f"making {path}"):
+            self._fs.makedirs(self._path(path), exist_ok=True)
 
     def rename(self, src: str, dst: str) -> None:
-        if self._fs.exists(self._path(dst)):
-            self._fs.rm_file(self._path(dst))  # not every server's rename replaces
-        self._fs.mv(self._path(src), self._path(dst))
+        with _as_os_errors(f"renaming {src} to {dst}"):
+            if self._fs.exists(self._path(dst)):
+                self._fs.rm_file(self._path(dst))  # not every server's rename replaces
+            self._fs.mv(self._path(src), self._path(dst))
 
     def remove(self, path: str) -> None:
-        if not self._fs.exists(self._path(path)):
-            raise FileNotFoundError(path)
-        self._fs.rm_file(self._path(path))
+        with _as_os_errors(f"removing {path}"):
+            if not self._fs.exists(self._path(path)):
+                raise FileNotFoundError(path)
+            self._fs.rm_file(self._path(path))
 
     def rmdir(self, path: str) -> None:
-        self._fs.rmdir(self._path(path))
+        with _as_os_errors(f"removing {path}"):
+            self._fs.rmdir(self._path(path))
 
     def exists(self, path: str) -> bool:
-        return bool(self._fs.exists(self._path(path)))
+        with _as_os_errors(f"looking for {path}"):
+            return bool(self._fs.exists(self._path(path)))
 
     def isfile(self, path: str) -> bool:
-        return bool(self._fs.isfile(self._path(path)))
+        with _as_os_errors(f"looking for {path}"):
+            return bool(self._fs.isfile(self._path(path)))
 
     def size(self, path: str) -> int:
-        try:
-            return int(self._fs.size(self._path(path)))
-        except FileNotFoundError:
-            raise
-        except (OSError, KeyError) as exc:
-            raise FileNotFoundError(f"{path}: {exc}") from None
+        with _as_os_errors(f"looking for {path}"):
+            try:
+                return int(self._fs.size(self._path(path)))
+            except KeyError as exc:  # some filesystems' "no such file"
+                raise FileNotFoundError(f"{path}: {exc}") from None
 
     def mtime(self, path: str) -> float:
-        try:
-            return float(self._fs.modified(self._path(path)).timestamp())
-        except (NotImplementedError, AttributeError):
-            return 0.0
+        with _as_os_errors(f"looking for {path}"):
+            try:
+                return float(self._fs.modified(self._path(path)).timestamp())
+            except NotImplementedError:
+                return 0.0
 
     def glob(self, pattern: str) -> list[str]:
-        try:
-            found = self._fs.glob(self._path(pattern))
-        except FileNotFoundError:
-            return []
+        with _as_os_errors(f"listing {pattern}"):
+            try:
+                found = self._fs.glob(self._path(pattern))
+            except FileNotFoundError:
+                return []
         return [self._url(p) for p in found]
 
 

@@ -8,6 +8,7 @@ format, readable as local files."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import tensorgrid as tf
 from tensorgrid.checkpoint.bundle_reader import BundleReader
 from tensorgrid.checkpoint.redis_server import start_redis
 from tensorgrid.client.train.saver import Saver, latest_checkpoint
+from tensorgrid.client.train.server import ClusterSpec, Server, free_port
 
 pytest.importorskip("fsspec")
 pytestmark = pytest.mark.filterwarnings("ignore:write permissions assigned to anonymous")
@@ -108,3 +110,35 @@ def test_a_damaged_checkpoint_over_ftp_falls_back_to_the_previous(
             saver.restore(sess, f"{url}/model.ckpt-2")
         assert saver.restore_latest(sess, url) == f"{url}/model.ckpt-1"
         assert (sess.run(w) == 1.0).all()
+
+
+def test_two_ps_tasks_write_their_shards_over_ftp(ftp_root: tuple[str, Path]) -> None:
+    """A sharded save: each ps task's save op writes its own data file to the server, the merge
+    renames them there and writes the index; the restore reads each shard back on its task."""
+    base, root = ftp_root
+    spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"],
+                        "worker": [f"127.0.0.1:{free_port()}"]})
+    servers = [Server(spec, "ps", 0), Server(spec, "ps", 1), Server(spec, "worker", 0)]
+    try:
+        deadline = time.monotonic() + 30
+        while any(t["state"] != "alive" for s in servers for t in s.master.cluster.describe()):
+            assert time.monotonic() < deadline, "the cluster did not come up"
+            time.sleep(0.05)
+        with tf.Graph().as_default():
+            vs = []
+            for i in range(2):
+                with tf.device(f"/job:ps/task:{i}"):
+                    vs.append(tf.Variable(np.full(64, float(i + 1), np.float32), name=f"v{i}"))
+            saver = Saver()
+            with tf.Session(servers[-1].target) as sess:
+                sess.run(tf.global_variables_initializer())
+                path = saver.save(sess, f"{base}/dist/model.ckpt", global_step=7)
+                assert sorted(p.name for p in (root / "dist").iterdir()) == [
+                    "checkpoint", "model.ckpt-7.data-00000-of-00002",
+                    "model.ckpt-7.data-00001-of-00002", "model.ckpt-7.index"]
+                sess.run([tf.assign(v, tf.zeros_like(v)) for v in vs])
+                saver.restore(sess, path)
+                assert [float(x[0]) for x in sess.run(vs)] == [1.0, 2.0]
+    finally:
+        for s in reversed(servers):
+            s.stop()
