@@ -172,7 +172,13 @@ class FsspecFilesystem:
 
     def makedirs(self, path: str) -> None:
         with _as_os_errors(f"making {path}"):
-            self._fs.makedirs(self._path(path), exist_ok=True)
+            try:
+                self._fs.makedirs(self._path(path), exist_ok=True)
+            except Exception:
+                # the shards of one save make their directory at once: another task's mkdir
+                # may win between this one's check and its own mkdir
+                if not self._fs.isdir(self._path(path)):
+                    raise
 
     def rename(self, src: str, dst: str) -> None:
         with _as_os_errors(f"renaming {src} to {dst}"):

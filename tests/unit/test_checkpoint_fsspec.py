@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tensorgrid as tf
+from tensorgrid.checkpoint import fs
 from tensorgrid.checkpoint.bundle_reader import BundleReader
 from tensorgrid.checkpoint.redis_server import start_redis
 from tensorgrid.client.train.saver import Saver, latest_checkpoint
@@ -142,3 +143,19 @@ def test_two_ps_tasks_write_their_shards_over_ftp(ftp_root: tuple[str, Path]) ->
     finally:
         for s in reversed(servers):
             s.stop()
+
+
+def test_paths_come_back_as_the_urls_given_on_another_filesystem() -> None:
+    """fsspec's memory filesystem keeps what follows ``memory://`` as its path, FTP the path
+    after the host: both come back from a listing as URLs of the same spelling."""
+    where = fs.filesystem("memory://tg-fsspec-test/runs")
+    where.makedirs("memory://tg-fsspec-test/runs")
+    with where.open("memory://tg-fsspec-test/runs/m-1.data-00000-of-00001", "wb") as f:
+        f.write(b"abc")
+    assert where.glob("memory://tg-fsspec-test/runs/m-1.data-?????-of-?????") == \
+        ["memory://tg-fsspec-test/runs/m-1.data-00000-of-00001"]
+    assert where.size("memory://tg-fsspec-test/runs/m-1.data-00000-of-00001") == 3
+    with pytest.raises(FileNotFoundError):
+        where.remove("memory://tg-fsspec-test/runs/nothing")
+    where.remove("memory://tg-fsspec-test/runs/m-1.data-00000-of-00001")
+    assert not where.exists("memory://tg-fsspec-test/runs/m-1.data-00000-of-00001")
