@@ -14,6 +14,11 @@ place and cuts it to its size; none of the old bytes are left. The file system i
 shared state, so this works across processes: the process that retires checkpoints (the client
 committing them) is not the one writing the shards (the ps tasks).
 
+One thing changes for a reader: a process still reading a retired file (it opened it before
+the retirement) read the old bytes to the end when the file was unlinked; now the next save may
+overwrite them under it. Its reads then fail their CRC-32C check (``DataLossError``, never wrong
+values), as for any checkpoint removed while it is read.
+
 Spares are bounded: at the end of each save ``prune`` keeps the newest ones, as many as the save
 wrote data files (what the next save will want), and removes the rest; a process removes at its
 exit the spares it made that nobody claimed. A crashed process leaves at most one checkpoint's
