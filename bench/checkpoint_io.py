@@ -8,18 +8,27 @@ written and read in parallel by its own device:
 * TensorFlow (optional, ``TENSORGRID_TF_PYTHON`` or ``.venv-tf``): TF1 graph mode, the variables
   on two logical CPU devices, ``Saver(sharded=True)`` (one ``SaveV2`` per device, then a merge).
 
-Both write to the same directory (``--dir``, default a fresh temporary one on the disk under
-``/tmp``, removed at the end; files are overwritten, not accumulated). A repetition is one
-``save`` or one ``restore``; its figure is GB/s per shard (shard bytes / wall seconds; 1 GB = 1e9
-bytes); the rows (``checkpoint.<kind>``, ``common.summarize``) give the median, min and max over
-``--reps``. Each framework runs in its own child process, tensorgrid first, then TensorFlow, so
-both meet the same machine state; neither calls fsync.
+Both write under the same directory (``--dir``, default a fresh temporary one on the disk under
+``/tmp``, removed at the end). A repetition is one ``save`` or one ``restore``; its figure is GB/s
+per shard (shard bytes / wall seconds; 1 GB = 1e9 bytes); the rows (``checkpoint.<kind>``,
+``common.summarize``) give the median, min and max over ``--reps``. Each framework runs in its
+own child process, tensorgrid first, then TensorFlow, so both meet the same machine state;
+neither calls fsync (tensorgrid's default ``sync=False``, TensorFlow's only behaviour).
 
-``save`` saves the same prefix again each repetition (after one untimed save). Before the
+``save_first`` is a first save: each repetition saves into a new, empty directory (after one
+untimed save elsewhere builds the save's plans), so every file is new. ``save`` is the steady
+state of periodic saves, as ``MonitoredTrainingSession`` and the ``Supervisor`` save: a
+``global_step`` each time into one directory with ``max_to_keep=2``, so each save also retires
+the oldest checkpoint (its time is in the save, for both frameworks); ``MAX_TO_KEEP + 1`` untimed
+saves come first, so every timed save retires one. The saves run back to back (no training step
+between them), the hardest case for a disk still writing the previous save back. ``save_sync``
+is the same with tensorgrid's ``Saver(sync=True)`` (every file ``fsync``ed before the commit;
+TensorFlow has no such choice: skipped). Before the
 restores every variable is set to zero (untimed), and after them each must hold its saved value
-again (the ``restored_values`` check). ``restore`` reads a checkpoint that one untimed restore has
-just read (the page cache holds it); ``restore_cold`` first drops the checkpoint's files from the
-page cache (``fsync`` then ``posix_fadvise(DONTNEED)``, untimed), so the bytes come from the disk.
+again (the ``restored_values`` check). ``restore`` reads the latest checkpoint, which one untimed
+restore has just read (the page cache holds it); ``restore_cold`` first drops the checkpoint's
+files from the page cache (``fsync`` then ``posix_fadvise(DONTNEED)``, untimed), so the bytes
+come from the disk.
 
 The baseline (framework ``baseline``), run before tensorgrid and again after TensorFlow, one row
 per kind over both runs: two threads each writing one shard's bytes (the same arrays) to a fresh
@@ -65,7 +74,8 @@ SHARDS = 2
 VARS_PER_SHARD = 4
 MB = 1024
 QUICK_MB = 128  # 64 MiB per shard: the same O_DIRECT path as the full size
-KINDS = ("save", "restore", "restore_cold")
+KINDS = ("save_first", "save", "save_sync", "restore", "restore_cold")
+MAX_TO_KEEP = 2  # the steady-state saves' max_to_keep
 BASELINES = ("plain_write", "plain_write_direct")
 UNIT = "GB/s per shard"
 CHILD_TIMEOUT_S = 600.0
@@ -129,22 +139,58 @@ def _timed(fn: Callable[[], Any], reps: int, before: Callable[[], Any] | None = 
     return times
 
 
-def _measure(framework: str, save: Callable[[], Any], restore: Callable[[], Any],
-             zero: Callable[[], Any], values_ok: Callable[[], bool], prefix: str, mb: int,
-             reps: int, cold: bool) -> None:
-    """Time saves, then restores (warm, then cold), check the files and the restored values,
-    and emit a row per kind."""
-    save()  # warm-up: connections, plans, files
-    saves = _timed(save, reps)
-    files_ok = (os.path.exists(prefix + ".index")
-                and len(glob.glob(f"{glob.escape(prefix)}.data-*-of-{SHARDS:05d}")) == SHARDS)
+def _steady(save: Callable[[str, int | None], str], prefix: str, reps: int
+            ) -> tuple[list[float], str]:
+    """Seconds of ``reps`` periodic saves of ``prefix`` (after ``MAX_TO_KEEP + 1`` untimed
+    ones, so each timed save retires the oldest), and the last checkpoint's path."""
+    step = 0
+    for _ in range(MAX_TO_KEEP + 1):
+        step += 1
+        save(prefix, step)
+    times = []
+    for _ in range(reps):
+        step += 1
+        t0 = time.perf_counter()
+        latest = save(prefix, step)
+        times.append(time.perf_counter() - t0)
+    return times, latest
+
+
+def _measure(framework: str, save: Callable[[str, int | None], str], restore: Callable[[str], Any],
+             zero: Callable[[], Any], values_ok: Callable[[], bool], directory: str, mb: int,
+             reps: int, cold: bool,
+             save_sync: Callable[[str, int | None], str] | None = None) -> None:
+    """Time first saves, steady-state saves (also with ``save_sync`` when given), then restores
+    (warm, then cold), check the files and the restored values, and emit a row per kind.
+    ``save(prefix, global_step)`` returns the checkpoint's path."""
+    save(os.path.join(directory, "warmup", "model.ckpt"), None)  # connections, plans
+    firsts = []
+    for rep in range(reps):
+        fresh = os.path.join(directory, f"first{rep}", "model.ckpt")
+        t0 = time.perf_counter()
+        save(fresh, None)
+        firsts.append(time.perf_counter() - t0)
+    prefix = os.path.join(directory, "steady", "model.ckpt")
+    saves, latest = _steady(save, prefix, reps)
+    if save_sync is not None:
+        syncs, _ = _steady(save_sync, os.path.join(directory, "steady_sync", "model.ckpt"), reps)
+    kept = glob.glob(f"{glob.escape(prefix)}-*.index")
+    files_ok = (os.path.exists(latest + ".index") and len(kept) == MAX_TO_KEEP
+                and len(glob.glob(f"{glob.escape(latest)}.data-*-of-{SHARDS:05d}")) == SHARDS)
     zero()  # the restores must bring the saved values back
-    restore()
-    warm = _timed(restore, reps)
-    directory = os.path.dirname(prefix)
-    colds = _timed(restore, reps, lambda: _drop_cache(directory)) if cold else []
+    restore(latest)
+    warm = _timed(lambda: restore(latest), reps)
+    steady = os.path.dirname(prefix)
+    colds = _timed(lambda: restore(latest), reps, lambda: _drop_cache(steady)) if cold else []
     checks = {"bundle_files": files_ok, "restored_values": values_ok()}
-    _emit(_row("save", framework, saves, mb, checks={"bundle_files": files_ok}))
+    _emit(_row("save_first", framework, firsts, mb))
+    _emit(_row("save", framework, saves, mb, checks={"bundle_files": files_ok},
+               max_to_keep=MAX_TO_KEEP))
+    if save_sync is not None:
+        _emit(_row("save_sync", framework, syncs, mb, max_to_keep=MAX_TO_KEEP))
+    else:
+        _emit(status_row(figure("save_sync"), framework, "skipped",
+                         "no durable-save choice in this framework's Saver"))
     _emit(_row("restore", framework, warm, mb, checks=checks))
     if colds:
         _emit(_row("restore_cold", framework, colds, mb, checks=checks))
@@ -251,13 +297,15 @@ def child_tensorgrid(mb: int, reps: int, directory: str, cold: bool) -> None:
                     variables.append(v)
                     zeroes.append(v.assign(tf.zeros([n])))
         zero_op = tf.group(*zeroes)
-        saver = Saver(max_to_keep=1)
-        prefix = os.path.join(directory, "tg", "model.ckpt")
+        saver = Saver(max_to_keep=MAX_TO_KEEP)
+        durable = Saver(max_to_keep=MAX_TO_KEEP, sync=True, name="save_sync")
         with tf.Session(servers[-1].target) as sess:
             sess.run(tf.global_variables_initializer())
-            _measure("tensorgrid", lambda: saver.save(sess, prefix),
-                     lambda: saver.restore(sess, prefix), lambda: sess.run(zero_op),
-                     lambda: _all_restored(sess.run(variables)), prefix, mb, reps, cold)
+            _measure("tensorgrid", lambda p, step: saver.save(sess, p, global_step=step),
+                     lambda p: saver.restore(sess, p), lambda: sess.run(zero_op),
+                     lambda: _all_restored(sess.run(variables)), os.path.join(directory, "tg"),
+                     mb, reps, cold,
+                     save_sync=lambda p, step: durable.save(sess, p, global_step=step))
     finally:
         for s in reversed(servers):
             s.stop()
@@ -286,14 +334,17 @@ def child_tensorflow(mb: int, reps: int, directory: str, cold: bool) -> None:
                 variables.append(v)
                 zeroes.append(v.assign(tf.zeros([n])))
     zero_op = tf.group(*zeroes)
-    saver = tf1.train.Saver(sharded=True, max_to_keep=1)
-    prefix = os.path.join(directory, "tf", "model.ckpt")
-    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    saver = tf1.train.Saver(sharded=True, max_to_keep=MAX_TO_KEEP)
+
+    def save(prefix: str, step: int | None) -> str:
+        os.makedirs(os.path.dirname(prefix), exist_ok=True)
+        return str(saver.save(sess, prefix, global_step=step, write_meta_graph=False))
+
     with tf1.Session() as sess:
         sess.run(tf1.global_variables_initializer())
-        _measure("tensorflow", lambda: saver.save(sess, prefix, write_meta_graph=False),
-                 lambda: saver.restore(sess, prefix), lambda: sess.run(zero_op),
-                 lambda: _all_restored(sess.run(variables)), prefix, mb, reps, cold)
+        _measure("tensorflow", save, lambda p: saver.restore(sess, p), lambda: sess.run(zero_op),
+                 lambda: _all_restored(sess.run(variables)), os.path.join(directory, "tf"), mb,
+                 reps, cold)
 
 
 # ----------------------------------------------------------------------------- orchestration

@@ -64,7 +64,12 @@ TITLES: dict[str, str] = {
                             "process, per iteration",
     "loops.dist.per_iter": "tf.while_loop of {iters:,} scalar iterations, the add on the ps, "
                            "loop and client on the worker, per iteration",
-    "checkpoint.save": "save of {mb:,} MiB of float32 variables over {shards} ps shards",
+    "checkpoint.save_first": "first save of {mb:,} MiB of float32 variables over {shards} ps "
+                             "shards, into an empty directory",
+    "checkpoint.save": "save of {mb:,} MiB of float32 variables over {shards} ps shards, steady "
+                       "state: periodic saves with max_to_keep={max_to_keep}",
+    "checkpoint.save_sync": "the same with Saver(sync=True): every file fsynced before the "
+                            "commit",
     "checkpoint.restore": "restore of the same (files in the page cache)",
     "checkpoint.restore_cold": "restore of the same, files dropped from the page cache first",
     "checkpoint.plain_write": "two threads writing the same bytes through the page cache",

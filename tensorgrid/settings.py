@@ -396,6 +396,10 @@ class MasterSettings(_Settings):
     tls_http_client_certs: bool = Field(
         default=False, description="with TLS, the HTTP API also requires a client certificate "
                                    "signed by tls_ca (mutual TLS); off: clients need only the CA")
+    checkpoint_root: str | None = Field(
+        default=None, description="a directory under which GET /v1/checkpoints may list any "
+                                  "checkpoint directory (none: only the directories Redis tracks "
+                                  "for this cluster)")
 
     @property
     def poll_interval_s(self) -> float:

@@ -178,6 +178,8 @@ _ERROR_MEANINGS = {
          "a graph the master rejects (cycle, attr of the wrong type, dtype or shape mismatch, "
          "unknown device), a bad feed or parameter",
     401: "no or a wrong bearer token (Authorization: Bearer <token>)",
+    403: "a checkpoint directory the master may not read: neither tracked in Redis for this "
+         "cluster nor under its checkpoint_root (reason checkpoint_directory_not_allowed)",
     404: "no such session, graph or checkpoint, or a node whose op is not registered",
     409: "the step was aborted (a task failed or restarted): recreate the session and retry",
     412: "a failed precondition: a stale graph version, an uninitialized variable",

@@ -11,6 +11,7 @@ all of them (TensorFlow's sharded save does the same). Layout: ``bundle_format.p
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tensorgrid.checkpoint import bundle_format as bf
-from tensorgrid.checkpoint import trash
+from tensorgrid.checkpoint import fs, spares
 from tensorgrid.checkpoint.data_file import DIRECT_MIN_BYTES, DataFileWriter
 from tensorgrid.checkpoint.table import TableWriter, read_table
 from tensorgrid.core import dtypes, errors
@@ -81,14 +82,22 @@ class BundleWriter:
             ``data_file.DIRECT_MIN_BYTES`` is written around the page cache (``O_DIRECT``) where
             the filesystem allows. The bytes written are the same either way.
         direct: force (True) or forbid (False) that choice; None decides by ``expected_bytes``.
+        sync: make the data file and the index durable (``fsync``) before ``finish`` returns
+            (default: as TensorFlow, the operating system writes them back when it will).
+        spare_dir: the directory whose spare files (``spares.py``: data files retired by
+            earlier saves) the data file may recycle, when one fits ``expected_bytes`` and the
+            file is written around the page cache (default the prefix's directory).
 
     Raises:
         UnavailableError: the files cannot be created.
     """
 
     def __init__(self, prefix: str, *, block_bytes: int | None = None,
-                 expected_bytes: int = 0, direct: bool | None = None) -> None:
+                 expected_bytes: int = 0, direct: bool | None = None,
+                 sync: bool = False, spare_dir: str | None = None) -> None:
         self.prefix = prefix
+        self._sync = sync
+        self._fs = fs.filesystem(prefix)
         self._block_bytes = block_bytes
         self._entries: dict[bytes, Entry] = {}
         self._data_path = bf.data_file(prefix, 0, 1)
@@ -97,9 +106,22 @@ class BundleWriter:
         if direct is None:
             direct = expected_bytes >= DIRECT_MIN_BYTES
         try:
-            os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
-            self._out: DataFileWriter | None = DataFileWriter(self._tmp_data, direct=direct)
+            self._fs.makedirs(os.path.dirname(prefix))
+            if not self._fs.local:  # fsspec's buffered file; no O_DIRECT, no spares there
+                self._out: DataFileWriter | None = DataFileWriter(
+                    self._tmp_data, direct=False, file=self._fs.open(self._tmp_data, "wb"))
+                return
+            # a spare's blocks are already allocated: overwriting them in place is faster than
+            # allocating new ones (around the page cache; buffered writes would truncate it)
+            recycled = direct and spares.claim(
+                os.path.dirname(prefix) if spare_dir is None else spare_dir,
+                expected_bytes, self._tmp_data)
+            self._out = DataFileWriter(self._tmp_data, direct=direct, overwrite=recycled)
         except OSError as exc:
+            try:
+                self._fs.remove(self._tmp_data)  # a claimed spare, or a file the open made
+            except OSError:
+                pass
             raise errors.UnavailableError(f"Cannot write checkpoint {prefix}: {exc}") from None
 
     @property
@@ -204,11 +226,13 @@ class BundleWriter:
         if self._out is None:
             raise errors.FailedPreconditionError(f"Bundle {self.prefix} is already finished")
         try:
-            self._out.close()
+            self._out.close(sync=self._sync)
             self._out = None
-            os.replace(self._tmp_data, self._data_path)
+            self._fs.rename(self._tmp_data, self._data_path)
             data = FileRecord(os.path.basename(self._data_path), self._offset)
-            index = write_index(self.prefix, 1, self._entries, self._block_bytes)
+            index = write_index(self.prefix, 1, self._entries, self._block_bytes, self._sync)
+            if self._sync and self._fs.local:
+                sync_directory(os.path.dirname(self.prefix) or ".")
         except OSError as exc:
             self.abort()
             raise errors.UnavailableError(f"Cannot write checkpoint {self.prefix}: {exc}") from None
@@ -221,7 +245,7 @@ class BundleWriter:
             self._out = None
         for path in (self._tmp_data,):
             try:
-                os.remove(path)
+                self._fs.remove(path)
             except OSError:
                 pass
 
@@ -233,32 +257,53 @@ class BundleWriter:
             self.abort()
 
 
+def sync_directory(directory: str) -> None:
+    """Make the names created in ``directory`` durable (``fsync`` of the directory).
+
+    Raises:
+        OSError: the directory cannot be opened or synced.
+    """
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_index(prefix: str, num_shards: int, entries: Mapping[bytes, Entry],
-                block_bytes: int | None = None) -> FileRecord:
-    """Write ``prefix.index``: the header and ``entries`` in key order (via a temporary name).
+                block_bytes: int | None = None, sync: bool = False) -> FileRecord:
+    """Write ``prefix.index``: the header and ``entries`` in key order (via a temporary name;
+    with ``sync``, its bytes are made durable before the rename).
 
     Returns:
         The index file's record.
     """
     path = bf.index_file(prefix)
     tmp = _tmp_name(path)
-    with open(tmp, "wb") as f:
-        table = TableWriter(f) if block_bytes is None else TableWriter(f, block_bytes)
-        table.add(bf.HEADER_KEY, bf.header(num_shards).SerializeToString())
-        for key in sorted(entries):
-            table.add(key, entries[key].SerializeToString(deterministic=True))
-        table.finish()
-    with open(tmp, "rb") as f:
-        raw = f.read()
-    os.replace(tmp, path)
+    buf = io.BytesIO()  # an index is small: built in memory, written at once
+    table = TableWriter(buf) if block_bytes is None else TableWriter(buf, block_bytes)
+    table.add(bf.HEADER_KEY, bf.header(num_shards).SerializeToString())
+    for key in sorted(entries):
+        table.add(key, entries[key].SerializeToString(deterministic=True))
+    table.finish()
+    raw = buf.getvalue()
+    where = fs.filesystem(prefix)
+    with where.open(tmp, "wb") as f:
+        f.write(raw)
+        if sync and where.local:
+            f.flush()
+            os.fsync(f.fileno())
+    where.rename(tmp, path)
     return FileRecord(os.path.basename(path), len(raw), crc32c(raw))
 
 
-def merge_bundles(prefixes: Sequence[str], prefix: str
+def merge_bundles(prefixes: Sequence[str], prefix: str, sync: bool = False
                   ) -> tuple[dict[bytes, Entry], list[FileRecord]]:
     """Merge the single-shard bundles ``prefixes`` (in shard order) into the bundle ``prefix``:
     their data files become ``prefix.data-<i>-of-<n>``, their entries one index. The shard
-    bundles' index files, and their directories when left empty, are removed.
+    bundles' index files, and their directories when left empty, are removed. With ``sync`` the
+    index and the directory's new names are durable when it returns (the data files' bytes are
+    the shards' writers' to sync).
 
     Returns:
         The merged entries by key, and the file records: the data files in order, then the index.
@@ -268,6 +313,7 @@ def merge_bundles(prefixes: Sequence[str], prefix: str
         DataLossError: a shard's index is damaged; NotFoundError: a shard is missing.
     """
     n = len(prefixes)
+    where = fs.filesystem(prefix)
     merged: dict[bytes, Entry] = {}
     records: list[FileRecord] = []
     for i, part in enumerate(prefixes):
@@ -285,16 +331,24 @@ def merge_bundles(prefixes: Sequence[str], prefix: str
                     f"{old.shard_id} and {i} of checkpoint {prefix}")
     for i, part in enumerate(prefixes):
         target = bf.data_file(prefix, i, n)
-        trash.replace(bf.data_file(part, 0, 1), target)  # an overwritten file goes in the background
-        records.append(FileRecord(os.path.basename(target), os.path.getsize(target)))
+        if where.local:
+            spares.replace(bf.data_file(part, 0, 1), target)  # an overwritten file is recycled
+        else:
+            where.rename(bf.data_file(part, 0, 1), target)
+        records.append(FileRecord(os.path.basename(target), where.size(target)))
     for entry in merged.values():
         if entry.slices:
             entry.shard_id = 0  # a full tensor's entry holds no bytes
-    records.append(write_index(prefix, n, merged))
+    records.append(write_index(prefix, n, merged, sync=sync))
+    if where.local:
+        if sync:
+            sync_directory(os.path.dirname(prefix) or ".")
+        # the spares the next save wants: as many as this save wrote; older ones are removed
+        spares.prune(os.path.dirname(prefix) or ".", n)
     for part in prefixes:
         try:
-            os.remove(bf.index_file(part))
-            os.rmdir(os.path.dirname(part))
+            where.remove(bf.index_file(part))
+            where.rmdir(os.path.dirname(part))
         except OSError:
             pass  # another shard's files are still there, or the directory is shared
     return merged, records
@@ -309,7 +363,7 @@ def read_index(prefix: str) -> tuple[tensor_bundle_pb2.BundleHeaderProto, dict[b
     """
     path = bf.index_file(prefix)
     try:
-        with open(path, "rb") as f:
+        with fs.filesystem(prefix).open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
         raise errors.NotFoundError(f"Checkpoint {prefix} not found: no file {path}") from None

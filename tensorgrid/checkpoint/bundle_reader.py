@@ -10,15 +10,14 @@ Layout: ``bundle_format.py``.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable, Sequence
-from io import FileIO
 from typing import Any
 
+import google_crc32c
 import numpy as np
 
 from tensorgrid.checkpoint import bundle_format as bf
-from tensorgrid.checkpoint import data_file
+from tensorgrid.checkpoint import data_file, fs
 from tensorgrid.checkpoint.bundle import Entry, read_index
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.crc32c import mask
@@ -35,9 +34,10 @@ class BundleReader:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
+        self._fs = fs.filesystem(prefix)
         self.header, self._entries = read_index(prefix)
         self._big = self.header.endianness == tensor_bundle_pb2.BundleHeaderProto.BIG
-        self._files: dict[int, FileIO] = {}
+        self._files: dict[int, Any] = {}  # FileIO locally, fsspec's file remotely
         self._names = {k.decode("utf-8", "replace"): k for k in self._entries
                        if not k.startswith(b"\x00")}  # keys starting with 0 are slices
 
@@ -105,12 +105,14 @@ class BundleReader:
                 f"Tensor {name} of checkpoint {self.prefix} has data type {entry.dtype}, which "
                 "tensorgrid does not support") from None
 
-    def _file(self, shard: int) -> FileIO:
+    def _file(self, shard: int) -> Any:
         f = self._files.get(shard)
         if f is None:
             path = bf.data_file(self.prefix, shard, self.header.num_shards)
             try:
-                f = open(path, "rb", buffering=0)  # noqa: SIM115 (kept open until close())
+                # unbuffered locally: large reads go straight into the tensors' arrays
+                f = open(path, "rb", buffering=0) if self._fs.local \
+                    else self._fs.open(path, "rb")  # noqa: SIM115 (kept open until close())
             except FileNotFoundError:
                 raise errors.NotFoundError(
                     f"Checkpoint {self.prefix} is missing its data file {path}") from None
@@ -136,6 +138,9 @@ class BundleReader:
     def _read_checked(self, name: str, entry: Entry, view: np.ndarray) -> int:
         """Read a tensor's bytes into ``view``; returns their CRC-32C."""
         f = self._file(entry.shard_id)
+        if not self._fs.local:  # sequential reads through fsspec's file
+            self._read_into(name, entry, view.data)
+            return int(google_crc32c.value(bytes(view))) if view.nbytes else 0
         try:
             got, crc = data_file.read_into(f.fileno(), entry.offset, view)
         except OSError as exc:
@@ -215,7 +220,7 @@ def _region(starts: Sequence[int], lengths: Sequence[int | None],
 
 def bundle_exists(prefix: str) -> bool:
     """Whether a bundle's index file exists at ``prefix``."""
-    return os.path.isfile(bf.index_file(prefix))
+    return fs.filesystem(prefix).isfile(bf.index_file(prefix))
 
 
 def load_checkpoint(prefix: str) -> BundleReader:

@@ -62,6 +62,15 @@ class _StagingPool:
 _POOL = _StagingPool(keep=2 * DEPTH)  # two shards saved at once by one process stay warm
 
 
+def _has_fd(f: Any) -> bool:
+    """Whether ``f`` is a file of this machine's kernel (it has a descriptor)."""
+    try:
+        f.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
 def _readonly(arr: np.ndarray) -> np.ndarray:
     """A read-only view (the CRC extension takes read-only buffers only)."""
     view = arr.view()
@@ -76,18 +85,29 @@ class DataFileWriter:
     Args:
         path: the file, created or truncated.
         direct: write around the page cache.
+        overwrite: ``path`` is an existing file (a recycled spare, ``spares.py``) to overwrite
+            in place, its blocks kept, and cut to size at ``close`` (with ``O_DIRECT``; a
+            buffered writer truncates it at the open).
+        file: a binary file already open for writing (on another filesystem: ``fs.py``) to
+            write to, buffered, instead of opening ``path``; closed by ``close``.
 
     Raises:
         OSError: the file cannot be created.
     """
 
-    def __init__(self, path: str, *, direct: bool) -> None:
+    def __init__(self, path: str, *, direct: bool, overwrite: bool = False,
+                 file: Any = None) -> None:
         self.path = path
         self.size = 0
         self.direct_io = False
         self._fd = -1
-        self._file: Any = None
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+        self._file: Any = file
+        if file is not None:
+            return
+        self._overwrite = overwrite
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        if not overwrite:
+            flags |= os.O_TRUNC
         if direct and _O_DIRECT:
             try:
                 self._fd = os.open(path, flags | _O_DIRECT, 0o666)  # as open(): the umask decides
@@ -195,15 +215,22 @@ class DataFileWriter:
             done += n
 
     # ------------------------------------------------------------------ ending
-    def close(self) -> None:
-        """Write what is staged and close the file (its size is ``size``).
+    def close(self, sync: bool = False) -> None:
+        """Write what is staged and close the file (its size is ``size``); with ``sync``, make
+        its bytes and size durable first (``fsync``: with ``O_DIRECT`` the bytes have reached
+        the device already, so what is left is the file's metadata and the device's cache).
 
         Raises:
             OSError: a write failed.
         """
         if self._file is not None:
             f, self._file = self._file, None
-            f.close()
+            try:
+                if sync and _has_fd(f):  # a remote file is durable when its close returns
+                    f.flush()
+                    os.fsync(f.fileno())
+            finally:
+                f.close()
             return
         if self._fd < 0:
             return
@@ -217,8 +244,10 @@ class DataFileWriter:
                 self._written += padded
             self._stop()
             self._raise_pending()
-            if tail:
+            if tail or self._overwrite:  # the padding, or what a longer spare held past the end
                 os.ftruncate(self._fd, self.size)
+            if sync:
+                os.fsync(self._fd)
         finally:
             self._stop()
             self._release()

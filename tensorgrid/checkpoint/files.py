@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from tensorgrid.checkpoint import bundle_format as bf
+from tensorgrid.checkpoint import fs, spares, trash
 from tensorgrid.checkpoint import manifest as mf
-from tensorgrid.checkpoint import trash
 from tensorgrid.checkpoint.bundle_reader import BundleReader
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.crc32c import crc32c
@@ -32,19 +32,20 @@ def file_problem(manifest: Mapping[str, Any]) -> str | None:
     """None when every file of the manifest's checkpoint exists with its size (and the index
     with its CRC-32C); ``MISSING`` when its index file is gone; else what is wrong."""
     directory = manifest["directory"]
+    where = fs.filesystem(directory)
     index_name = os.path.basename(bf.index_file(manifest["prefix"]))
-    if not os.path.exists(os.path.join(directory, index_name)):
+    if not where.exists(os.path.join(directory, index_name)):
         return MISSING
     for record in manifest["files"]:
         path = os.path.join(directory, record["name"])
         try:
-            size = os.path.getsize(path)
+            size = where.size(path)
         except OSError:
             return MISSING if record["name"] == index_name else f"file {path} is missing"
         if size != record["bytes"]:
             return f"file {path} has {size} bytes, the manifest says {record['bytes']}"
         if record.get("crc32c") is not None:
-            with open(path, "rb") as f:
+            with where.open(path, "rb") as f:
                 if crc32c(f.read()) != record["crc32c"]:
                     return f"file {path} does not match its CRC-32C in the manifest"
     return None
@@ -52,8 +53,12 @@ def file_problem(manifest: Mapping[str, Any]) -> str | None:
 
 def remove_files(prefix: str) -> int:
     """Remove the files of the checkpoint ``prefix`` (index, data files, leftovers of a sharded
-    save or of an interrupted removal); returns how many went. Large data files are renamed away
-    at once and unlinked in the background (``trash``)."""
+    save or of an interrupted removal); returns how many went. Large data files become spares
+    that the next save in the directory overwrites (``spares``), else are renamed away at once
+    and unlinked in the background (``trash``)."""
+    where = fs.filesystem(prefix)
+    if not where.local:
+        return _remove_remote(where, prefix)
     removed = 0
     # first what an interrupted removal left (after it, this removal's own renamed files)
     for path in glob.glob(glob.escape(prefix) + ".data-?????-of-?????" + trash.MARK + "*"):
@@ -64,7 +69,10 @@ def remove_files(prefix: str) -> int:
     data = glob.glob(glob.escape(prefix) + ".data-?????-of-?????")
     for path in [bf.index_file(prefix), *data]:
         try:
-            removed += trash.remove(path)
+            if path in data and spares.keep(path):  # the next save overwrites it (spares.py)
+                removed += 1
+            else:
+                removed += trash.remove(path)
         except OSError:
             pass
     for temp in glob.glob(glob.escape(prefix) + "_temp_*"):
@@ -72,16 +80,36 @@ def remove_files(prefix: str) -> int:
     return removed
 
 
+def _remove_remote(where: fs.Filesystem, prefix: str) -> int:
+    """``remove_files`` on an fsspec filesystem: each file at once (no background there)."""
+    removed = 0
+    pattern = glob.escape(prefix)
+    temps = where.glob(pattern + "_temp_*/*")
+    for path in [bf.index_file(prefix), *where.glob(pattern + ".data-?????-of-?????"), *temps]:
+        try:
+            where.remove(path)
+            removed += path in (bf.index_file(prefix),) or ".data-" in os.path.basename(path)
+        except OSError:
+            pass
+    for temp in where.glob(pattern + "_temp_*"):
+        try:
+            where.rmdir(temp)
+        except OSError:
+            pass
+    return removed
+
+
 def scan(directory: str) -> list[dict[str, Any]]:
     """The checkpoints whose index file lies in ``directory``, oldest first: ``{"name",
     "path", "time", "bytes"}`` (bytes of the index and its data files)."""
     out = []
-    for index in glob.glob(os.path.join(glob.escape(directory), "*" + bf.INDEX_SUFFIX)):
+    where = fs.filesystem(directory)
+    for index in where.glob(os.path.join(glob.escape(directory), "*" + bf.INDEX_SUFFIX)):
         prefix = index[:-len(bf.INDEX_SUFFIX)]
-        files = [index, *glob.glob(glob.escape(prefix) + ".data-?????-of-?????")]
+        files = [index, *where.glob(glob.escape(prefix) + ".data-?????-of-?????")]
         try:
-            stamp = os.path.getmtime(index)
-            size = sum(os.path.getsize(f) for f in files)
+            stamp = where.mtime(index)
+            size = sum(where.size(f) for f in files)
         except OSError:
             continue  # removed meanwhile
         out.append({"name": os.path.basename(prefix), "path": prefix, "time": stamp,

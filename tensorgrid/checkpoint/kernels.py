@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorgrid.checkpoint import bundle
+from tensorgrid.checkpoint import bundle, fs
 from tensorgrid.checkpoint.files import read_bundle
 from tensorgrid.checkpoint.ops import ASSIGN, MERGE, RESTORE_SHARD, SAVE_SHARD
 from tensorgrid.core import dtypes, errors
@@ -81,7 +81,7 @@ def _slices(names: list[str], specs: list[str]) -> list[_Slice | None]:
 
 
 def _absolute(prefix: str) -> str:
-    if not os.path.isabs(prefix):
+    if not (os.path.isabs(prefix) or fs.is_remote(prefix)):
         raise errors.InvalidArgumentError(
             f"Checkpoint path {prefix!r} reached a task relative; the Saver makes it absolute")
     return prefix
@@ -92,13 +92,16 @@ def _save_shard(ctx: KernelContext) -> AsyncKernel:
     names = [_text(n) for n in ctx.attr("tensor_names")]
     slices = _slices(names, [_text(s) for s in ctx.attr("slice_specs")])
     shard, num_shards = int(ctx.attr("shard")), int(ctx.attr("num_shards"))
+    sync = bool(ctx.attr("sync", False))
     device = ctx.device
     to_host = _to_host(ctx.xp)
 
     def write(prefix: str, token: str, values: tuple[Any, ...]) -> dict[str, Any]:
         part = bundle.shard_prefix(prefix, shard, num_shards, token)
         expected = sum(int(getattr(v, "nbytes", 0)) for v in values)
-        with bundle.BundleWriter(part, expected_bytes=expected) as writer:
+        # the data files that earlier saves retired lie in the checkpoint's directory
+        with bundle.BundleWriter(part, expected_bytes=expected, sync=sync,
+                                 spare_dir=os.path.dirname(prefix)) as writer:
             for name, sl, value in zip(names, slices, values, strict=True):
                 if sl is None:
                     writer.add(name, to_host(value))
@@ -115,8 +118,9 @@ def _save_shard(ctx: KernelContext) -> AsyncKernel:
     return AsyncKernel(run)
 
 
-def merge(prefix: str, fragments: list[dict[str, Any]]) -> dict[str, Any]:
-    """Merge the shards that ``fragments`` describe into the checkpoint ``prefix``.
+def merge(prefix: str, fragments: list[dict[str, Any]], sync: bool = False) -> dict[str, Any]:
+    """Merge the shards that ``fragments`` describe into the checkpoint ``prefix`` (``sync``:
+    durably, see ``bundle.merge_bundles``).
 
     Returns:
         ``{"prefix", "files": [record], "tensors": {name: entry}}`` for the manifest.
@@ -130,7 +134,7 @@ def merge(prefix: str, fragments: list[dict[str, Any]]) -> dict[str, Any]:
             f"The save shards of checkpoint {prefix} are {sorted(by_shard)}, not 0..."
             f"{len(fragments) - 1}")
     ordered = [by_shard[i] for i in range(len(fragments))]
-    entries, records = bundle.merge_bundles([f["part"] for f in ordered], prefix)
+    entries, records = bundle.merge_bundles([f["part"] for f in ordered], prefix, sync)
     tensors: dict[str, Any] = {}
     for key, entry in entries.items():
         if key.startswith(b"\x00"):
@@ -146,6 +150,8 @@ def merge(prefix: str, fragments: list[dict[str, Any]]) -> dict[str, Any]:
 
 @register_kernel(MERGE)
 def _merge(ctx: KernelContext) -> AsyncKernel:
+    sync = bool(ctx.attr("sync", False))
+
     async def run(step: Any, prefix: Any, *fragments: Any) -> np.ndarray:
         path = _absolute(_text(prefix))
         try:
@@ -153,7 +159,7 @@ def _merge(ctx: KernelContext) -> AsyncKernel:
         except ValueError as exc:
             raise errors.InvalidArgumentError(
                 f"A save shard's fragment for checkpoint {path} is not JSON: {exc}") from None
-        result = await asyncio.to_thread(merge, path, parsed)
+        result = await asyncio.to_thread(merge, path, parsed, sync)
         return _string_scalar(json.dumps(result, separators=(",", ":")))
 
     return AsyncKernel(run)

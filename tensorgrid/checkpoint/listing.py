@@ -6,6 +6,7 @@ data (dicts and lists of JSON types); nothing here changes the store or the file
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from tensorgrid.checkpoint import files as cf
@@ -15,6 +16,38 @@ from tensorgrid.checkpoint.store import CheckpointStore
 from tensorgrid.core import errors
 
 UNTRACKED = "untracked: files only (not in Redis)"
+NOT_ALLOWED = "checkpoint_directory_not_allowed"  # the reason of a refused directory
+
+
+def _within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or lies under it, symbolic links resolved in both (so a link
+    inside the root cannot lead out of it)."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([real, base]) == base
+
+
+async def confine(store: CheckpointStore, directory: str, root: str | None = None) -> str:
+    """The directory a listing may read on this machine's filesystem: one that the store tracks
+    for its cluster (a save there committed a checkpoint), or one under ``root`` (a configured
+    checkpoint root; None: none). A request naming any other directory must not make the caller
+    scan it: the listing globs for files and reads indexes.
+
+    Returns:
+        The directory in its one spelling (``manifest.normalize_directory``).
+
+    Raises:
+        PermissionDeniedError: the directory is neither tracked nor under ``root``.
+        UnavailableError: Redis is down.
+    """
+    directory = mf.normalize_directory(directory)
+    if root is not None and _within(directory, mf.normalize_directory(root)):
+        return directory
+    if directory in await store.directories():
+        return directory
+    where = "" if root is None else f" nor under the checkpoint root {root}"
+    raise errors.PermissionDeniedError(
+        f"Checkpoint directory {directory} is not one this cluster's checkpoints are tracked "
+        f"in{where}; only those are listed")
 
 
 def _damage(exc: errors.DataLossError) -> str:

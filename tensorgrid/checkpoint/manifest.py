@@ -24,11 +24,11 @@ import hashlib
 import json
 import os
 import posixpath
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tensorgrid.checkpoint import fs
 from tensorgrid.core import errors
 from tensorgrid.core.shapes import TensorShape
 
@@ -40,28 +40,22 @@ DEFAULT_CLUSTER = "default"
 # ------------------------------------------------------------------------------ paths and keys
 
 
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
-
-
 def local_path(path: str) -> str:
-    """A checkpoint path as the local (or mounted) path it names: a ``file://`` URL
-    (``file:///abs/dir``, ``file://localhost/abs/dir``) is its path; anything else is a path.
+    """A checkpoint path in the form the filesystem layer takes: a ``file://`` URL
+    (``file:///abs/dir``, ``file://localhost/abs/dir``) is its local path; a URL of another
+    scheme (``sftp://``, ``s3://``... any that fsspec knows: ``fs.py``) is kept, normalized;
+    anything else is a local (or mounted) path.
 
     Raises:
-        UnimplementedError: a URL of another scheme (``s3://``, ``gs://``, ``memory://``...):
-            checkpoints are files on a filesystem every task mounts.
         InvalidArgumentError: a ``file://`` URL naming another host.
     """
     text = path.decode("utf-8") if isinstance(path, bytes) else str(path)
-    found = _URL.match(text)
-    if found is None:
+    kind = fs.scheme(text)
+    if kind is None:
         return text
-    scheme, rest = found.group(1).lower(), found.group(2)
-    if scheme != "file":
-        raise errors.UnimplementedError(
-            f"Checkpoint path {text!r}: {scheme}:// is not supported; checkpoints are files, so "
-            "use a local path, a file:// URL, or a shared filesystem mounted on every task")
-    host, slash, rest_path = rest.partition("/")
+    if kind != "file":
+        return fs.normalize_url(text) + ("/" if text.endswith("/") else "")
+    host, slash, rest_path = text.split("://", 1)[1].partition("/")
     if host not in ("", "localhost"):
         raise errors.InvalidArgumentError(
             f"Checkpoint path {text!r} names host {host!r}; a file:// URL must be local "
@@ -71,11 +65,11 @@ def local_path(path: str) -> str:
 
 def split_path(path: str) -> tuple[str, str]:
     """``"/runs/exp1/model.ckpt-12"`` -> ``("/runs/exp1", "model.ckpt-12")``; a relative path is
-    taken relative to the working directory, as TensorFlow does; a ``file://`` URL is its path.
+    taken relative to the working directory, as TensorFlow does; a ``file://`` URL is its path;
+    a URL of another scheme (an fsspec filesystem) is kept whole.
 
     Raises:
         InvalidArgumentError: the path is empty, ends with ``/`` or its name is not a name.
-        UnimplementedError: a URL of a scheme other than ``file``.
     """
     text = local_path(path)
     if not text or text.endswith("/"):
@@ -88,8 +82,11 @@ def split_path(path: str) -> tuple[str, str]:
 
 def normalize_directory(directory: str) -> str:
     """A checkpoint directory in its one spelling: absolute (relative to the working directory)
-    and normalized (a ``file://`` URL: its path; see ``local_path``)."""
-    return os.path.abspath(local_path(directory) or ".")
+    and normalized (a ``file://`` URL: its path; another URL: normalized; see ``local_path``)."""
+    text = local_path(directory)
+    if fs.is_remote(text):
+        return fs.normalize_url(text)
+    return os.path.abspath(text or ".")
 
 
 def check_name(name: str) -> None:

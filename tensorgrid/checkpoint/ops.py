@@ -4,13 +4,15 @@ parts; these take whole variables, one op per device):
 * ``CheckpointSaveShard(prefix, token, *tensors) -> fragment``: writes its tensors as shard
   ``shard`` of ``num_shards`` (attrs) of the checkpoint ``prefix``: a single-shard tensor bundle
   under a temporary name made with ``token`` (``bundle.shard_prefix``), on the task it runs on.
-  Outputs a small JSON fragment describing what it wrote. Attr ``tensor_names``; optional attr
+  Outputs a small JSON fragment describing what it wrote. Attr ``sync`` (default false): the
+  data file is made durable (``fsync``) before the op ends. Attr ``tensor_names``; optional attr
   ``slice_specs`` (one per tensor, "" for a whole tensor): a tensor with a spec
   (TensorFlow's ``"<full dims> <start>,<length>:..."``) is saved as that slice of the full tensor
   named by its tensor name, so the shards of a partitioned variable make one tensor in the file.
 * ``CheckpointMerge(prefix, *fragments) -> manifest``: renames the shards' data files to the
   checkpoint's and writes its ``.index``; outputs the JSON of the checkpoint's files and tensors
-  (what Redis then tracks; the client commits it, the task touches no Redis).
+  (what Redis then tracks; the client commits it, the task touches no Redis). With attr ``sync``
+  the index and the directory's new names are made durable before the op ends.
 * ``CheckpointRestoreShard(prefix) -> *tensors``: reads its tensors from the checkpoint's files,
   checking them against the graph's dtypes and shapes (attrs ``tensor_names``, ``dtypes``,
   ``shapes``) and their CRC-32C, and outputs them for ``CheckpointAssign`` ops on its device. With
@@ -67,7 +69,8 @@ def _names_and_specs(ctx: InferContext) -> list[tuple[str, str]]:
 
 
 @op(SAVE_SHARD, stateful=True,
-    defaults={"tensor_names": [], "shard": 0, "num_shards": 1, "slice_specs": []})
+    defaults={"tensor_names": [], "shard": 0, "num_shards": 1, "slice_specs": [],
+              "sync": False})
 def _save_shard(ctx: InferContext) -> Sequence[TensorSpec]:
     names = _names_and_specs(ctx)
     if ctx.num_inputs < 2:
@@ -81,7 +84,7 @@ def _save_shard(ctx: InferContext) -> Sequence[TensorSpec]:
     return [_scalar()]
 
 
-@op(MERGE, stateful=True)
+@op(MERGE, stateful=True, defaults={"sync": False})
 def _merge(ctx: InferContext) -> Sequence[TensorSpec]:
     if ctx.num_inputs < 2:
         ctx.fail("expects the checkpoint path, then the fragments of the save shards")
@@ -120,7 +123,7 @@ not_differentiable(SAVE_SHARD, MERGE, RESTORE_SHARD, ASSIGN)
 
 declare_attrs({
     "CheckpointAssign": "T",
-    "CheckpointMerge": "",
+    "CheckpointMerge": "sync:bool",
     "CheckpointRestoreShard": "dtypes shapes slice_specs tensor_names",
-    "CheckpointSaveShard": "num_shards shard slice_specs tensor_names",
+    "CheckpointSaveShard": "num_shards shard slice_specs sync:bool tensor_names",
 })

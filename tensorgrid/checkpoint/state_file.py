@@ -14,15 +14,21 @@ from collections.abc import Sequence
 
 from google.protobuf import text_format
 
+from tensorgrid.checkpoint import fs
 from tensorgrid.core import errors
 from tensorgrid.pb.tensor_bundle_pb2 import CheckpointState
 
 STATE_FILENAME = "checkpoint"
 
 
+def _absolute(path: str) -> str:
+    """A local path made absolute; a URL is kept (it is absolute)."""
+    return path if fs.scheme(path) is not None else os.path.abspath(path)
+
+
 def _relative(directory: str, path: str) -> str:
-    absolute = os.path.abspath(path)
-    if os.path.dirname(absolute) == os.path.abspath(directory):
+    absolute = _absolute(path)
+    if os.path.dirname(absolute) == _absolute(directory):
         return os.path.basename(absolute)
     return absolute
 
@@ -45,11 +51,12 @@ def write_state(directory: str, model_checkpoint_path: str, all_model_checkpoint
         last_preserved_timestamp=float(last_preserved))
     path = os.path.join(directory, filename or STATE_FILENAME)
     tmp = f"{path}.tmp{secrets.token_hex(6)}"
+    where = fs.filesystem(directory)
     try:
-        os.makedirs(directory or ".", exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text_format.MessageToString(state))
-        os.replace(tmp, path)
+        where.makedirs(directory)
+        with where.open(tmp, "wb") as f:
+            f.write(text_format.MessageToString(state).encode("utf-8"))
+        where.rename(tmp, path)
     except OSError as exc:
         raise errors.UnavailableError(f"Cannot write checkpoint state file {path}: {exc}") from None
     return path
@@ -64,8 +71,8 @@ def read_state(directory: str, filename: str | None = None) -> CheckpointState |
     """
     path = os.path.join(directory, filename or STATE_FILENAME)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with fs.filesystem(directory).open(path, "rb") as f:
+            text = f.read().decode("utf-8")
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -75,10 +82,10 @@ def read_state(directory: str, filename: str | None = None) -> CheckpointState |
         text_format.Parse(text, state)
     except text_format.ParseError as exc:
         raise errors.DataLossError(f"Checkpoint state file {path} does not parse: {exc}") from None
-    base = os.path.abspath(directory)
+    base = _absolute(directory)
 
     def absolute(p: str) -> str:
-        return p if os.path.isabs(p) else os.path.join(base, p)
+        return p if os.path.isabs(p) or fs.scheme(p) is not None else os.path.join(base, p)
 
     state.model_checkpoint_path = absolute(state.model_checkpoint_path) \
         if state.model_checkpoint_path else ""
@@ -94,7 +101,7 @@ def mirror_state(directory: str, latest: str | None, kept: Sequence[tuple[str, f
     oldest first) and ``latest``; remove it when there is none left."""
     if not kept or latest is None:
         try:
-            os.remove(os.path.join(directory, filename or STATE_FILENAME))
+            fs.filesystem(directory).remove(os.path.join(directory, filename or STATE_FILENAME))
         except OSError:
             pass
         return

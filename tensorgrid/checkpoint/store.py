@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -42,6 +41,7 @@ from tenacity import (
 )
 
 from tensorgrid.checkpoint import files as cf
+from tensorgrid.checkpoint import fs
 from tensorgrid.checkpoint import manifest as mf
 from tensorgrid.checkpoint import state_file as sf
 from tensorgrid.checkpoint.aio import run_sync
@@ -175,7 +175,7 @@ class CheckpointStore:
         if filename is None:
             return
         path = f"{keys.directory}/{filename}"
-        if not create and not await asyncio.to_thread(os.path.exists, path):
+        if not create and not await asyncio.to_thread(fs.filesystem(path).exists, path):
             return
         with self._errors(f"reading the checkpoints of {keys.directory}"):
             rows = await self._r.zrange(keys.index, 0, -1, withscores=True)

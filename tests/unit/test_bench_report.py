@@ -108,13 +108,14 @@ def test_a_partial_run_keeps_the_newest_earlier_figures_of_the_other_parts(
 def test_checkpoint_reference_rows_and_a_missing_peer(bench: Any, tmp_path: Path) -> None:
     s = bench["common"].summarize
     rows = [s("checkpoint.save", "tensorgrid", [1.2, 1.0], "GB/s per shard", "higher",
-              mb=1024, shards=2, checks={"bundle_files": True}),
+              mb=1024, shards=2, max_to_keep=2, checks={"bundle_files": True}),
             s("checkpoint.plain_write_direct", "baseline", [2.0], "GB/s per shard", "higher"),
             *rows_of(bench, "loops.dist.per_iter", 500.0)]
     text = bench["report"].render(write_raw(tmp_path, "20261101-100000",
                                             ["checkpoint", "loops.dist"], rows))
     ckpt = section(text, "Checkpoint")
-    assert "save of 1,024 MiB of float32 variables over 2 ps shards" in ckpt
+    assert ("save of 1,024 MiB of float32 variables over 2 ps shards, steady state: periodic "
+            "saves with max_to_keep=2") in ckpt
     assert "| >= 1.00 | yes | ok |" in ckpt
     assert "| 2.00 (2.00-2.00) | 55% | - |" in ckpt  # tensorgrid's save: 1.1 of 2.0
     assert "not measured (no TensorFlow figure)" in section(text, "Control flow")

@@ -9,12 +9,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from services.master.deps import Authorized, State
-from services.master.errors import invalid
+from services.master.errors import ApiError, invalid
 from services.master.schemas import error_responses
 from services.master.state import MasterState
 from tensorgrid.checkpoint import listing
 from tensorgrid.checkpoint.redis_server import redis_url
 from tensorgrid.checkpoint.store import CheckpointStore
+from tensorgrid.core import errors
 
 
 def _path_part(value: str, what: str) -> str:
@@ -26,6 +27,19 @@ def _path_part(value: str, what: str) -> str:
     if "\x00" in value:
         raise invalid(f"The checkpoint {what} {value!r} holds a NUL character", "invalid_argument")
     return value
+
+
+async def _confined(store: CheckpointStore, state: MasterState, directory: str) -> str:
+    """The directory, when the master may read it: tracked for this cluster, or under the
+    configured ``checkpoint_root``.
+
+    Raises:
+        ApiError(checkpoint_directory_not_allowed): any other directory (HTTP 403).
+    """
+    try:
+        return await listing.confine(store, directory, state.settings.checkpoint_root)
+    except errors.PermissionDeniedError as exc:
+        raise ApiError(exc, listing.NOT_ALLOWED) from None
 
 
 router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"], dependencies=[Authorized])
@@ -41,7 +55,7 @@ async def _store(state: MasterState) -> CheckpointStore:
 
 
 @router.get("", summary="Checkpoint directories, or the checkpoints of one",
-            responses=error_responses(400, 401, 503))
+            responses=error_responses(400, 401, 403, 503))
 async def list_checkpoints(
         state: State,
         directory: Annotated[str | None, Query(alias="dir", description="a checkpoint directory, "
@@ -49,24 +63,29 @@ async def list_checkpoints(
     """Without ``dir``: every directory with its checkpoint count and latest intact checkpoint.
     With it: that directory's checkpoints, oldest first, each with its global step, time, size,
     whether ``latest`` names it, and its status ("ok" or "damaged: why", from the manifest and
-    the blobs' byte counts)."""
+    the blobs' byte counts). Only a directory Redis tracks for this cluster, or one under the
+    master's ``checkpoint_root``, is read: any other answers 403 (reason
+    ``checkpoint_directory_not_allowed``)."""
     if directory is not None:
         directory = _path_part(directory, "directory")
     async with await _store(state) as store:
         if directory is None:
             return {"directories": await listing.summarize(store)}
+        directory = await _confined(store, state, directory)
         return {"directory": directory, "checkpoints": await listing.describe(store, directory)}
 
 
 @router.get("/{directory:path}/{name}", summary="One checkpoint: manifest and status",
-            responses=error_responses(400, 401, 404, 503))
+            responses=error_responses(400, 401, 403, 404, 503))
 async def show_checkpoint(
         directory: str, name: str, state: State,
         verify: Annotated[bool, Query(description="read every blob and check its sha256")] = False
 ) -> dict[str, Any]:
     """The checkpoint ``name`` of ``directory`` (``/v1/checkpoints/runs/exp1/model.ckpt-100``):
     its global step, time, tensors (dtype, shape, bytes, sha256, device) and status. 404 when it
-    does not exist, 503 when Redis is down."""
+    does not exist, 403 when the directory is not one the master may read (as for the
+    listing), 503 when Redis is down."""
     directory, name = _path_part(directory, "directory"), _path_part(name, "name")
     async with await _store(state) as store:
+        directory = await _confined(store, state, directory)
         return await listing.show(store, directory, name, verify)

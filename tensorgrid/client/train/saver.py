@@ -165,6 +165,12 @@ class Saver:
         allow_empty: with no variables, ``save`` and ``restore`` do nothing instead of raising.
         redis_url: the Redis; None: ``REDIS_URL`` or the embedded server.
         cluster: the namespace of this job's checkpoints in Redis (default ``"default"``).
+        sync: make every file of a checkpoint durable (``fsync`` of the data files, the index
+            and the directory) before Redis commits it, so a committed checkpoint survives a
+            power loss or a crash of the machine. Default False, as TensorFlow's Saver: the
+            files are complete when the save returns and the operating system writes them back
+            in its time; a crash of the machine (not of the process) may lose the newest
+            checkpoint, and restoring then falls back to an older one (docs/checkpoints.md).
 
     ``reshape``, ``sharded`` (always: one shard per device), ``keep_checkpoint_every_n_hours``,
     ``restore_sequentially``, ``saver_def``, ``builder``, ``write_version`` (always V2),
@@ -182,8 +188,9 @@ class Saver:
                  allow_empty: bool = False, write_version: Any = None,
                  pad_step_number: bool = False, save_relative_paths: bool = False,
                  filename: str | None = None, *, redis_url: str | None = None,
-                 cluster: str | None = None) -> None:
+                 cluster: str | None = None, sync: bool = False) -> None:
         self._var_list = var_list
+        self._sync = bool(sync)
         self._max_to_keep = max_to_keep
         self._name = name
         self._allow_empty = allow_empty
@@ -241,7 +248,8 @@ class Saver:
             with g.colocate_with(_ref(vs[0]).op):
                 fragments.append(make_op(
                     ckpt_ops.SAVE_SHARD, [self._prefix_ph, self._token_ph, *map(_saved, vs)],
-                    {"tensor_names": names, "shard": i, "num_shards": len(groups), **specs},
+                    {"tensor_names": names, "shard": i, "num_shards": len(groups),
+                     "sync": self._sync, **specs},
                     name="save_shard"))
                 restore = g.create_op(
                     ckpt_ops.RESTORE_SHARD, [self._prefix_ph],
@@ -251,8 +259,8 @@ class Saver:
             shards.append(restore)
             restored.extend(zip(vs, restore.outputs))
         with g.colocate_with(_ref(next(iter(groups.values()))[0].var).op):
-            self._merge = make_op(ckpt_ops.MERGE, [self._prefix_ph, *fragments], {},
-                                  name="merge")
+            self._merge = make_op(ckpt_ops.MERGE, [self._prefix_ph, *fragments],
+                                  {"sync": self._sync}, name="merge")
         assigns = []
         with g.control_dependencies(shards):  # nothing is assigned before every shard verified
             for v, value in restored:
