@@ -176,7 +176,9 @@ class FsspecFilesystem:
                 self._fs.makedirs(self._path(path), exist_ok=True)
             except Exception:
                 # the shards of one save make their directory at once: another task's mkdir
-                # may win between this one's check and its own mkdir
+                # may win between this one's check and its own mkdir (and this filesystem's
+                # cached listing of the parent predates it)
+                self._fs.invalidate_cache()
                 if not self._fs.isdir(self._path(path)):
                     raise
 
