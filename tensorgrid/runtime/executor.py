@@ -48,6 +48,7 @@ from tensorgrid.runtime.frame_budget import FrameBudget
 from tensorgrid.runtime.frame_graph import needs_frames
 from tensorgrid.runtime.frames import FramePlan
 from tensorgrid.runtime.resources import ResourceMgr
+from tensorgrid.runtime.update_thread import UpdateThread, is_update_op, offload_thread
 
 CODEGEN_LIMIT = 20_000
 
@@ -98,6 +99,7 @@ class _Node:
     is_identity: bool = False
     mem: int = mb.NONE  # what the per-step budget checks here, and the declared bytes so far
     mem_prefix: int = 0
+    updates: UpdateThread | None = None  # an update kernel's thread, for large variables
 
 
 def _deref(value: Any, node: str) -> Any:
@@ -189,6 +191,8 @@ class Executable:
             elif n.op in ("Identity", "Snapshot") and not any(derefs):
                 # in a straight-line schedule an identity is just another name for its input
                 cn.is_identity = True
+            elif kind == _PLAIN and is_update_op(n.op) and in_slots:
+                cn.updates = dev.resources.updates
             self.nodes.append(cn)
         for cn, cons in zip(self.nodes, consumers):
             cn.consumers = tuple(sorted(cons))
@@ -423,14 +427,17 @@ class Executable:
                 while True:
                     while ready and not failure:
                         cn = nodes[ready.popleft()]
-                        if cn.kind == _ASYNC:
+                        upd = offload_thread(cn.updates, vals, cn.in_slots)
+                        if cn.kind == _ASYNC or upd is not None:
                             if cn.mem:
                                 try:
                                     self._budget_before(cn, step)
                                 except errors.OpError as exc:
                                     failure.append(self._located(exc, cn))
                                     break
-                            run = cn.fn(step, *self._inputs(cn, vals))
+                            args = self._inputs(cn, vals)
+                            # a large variable's update runs off the loop (``update_thread``)
+                            run = upd.run(cn.fn, args) if upd else cn.fn(step, *args)
                             if traced:
                                 run = self._run_async_traced(cn, step, run)
                             fut = asyncio.ensure_future(run)
