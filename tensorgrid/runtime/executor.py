@@ -309,9 +309,9 @@ class Executable:
         step.trace.append((cn.index, t0, t1, threading.get_ident(), sent))  # type: ignore[union-attr]
         return result
 
-    async def _run_async_traced(self, cn: _Node, step: StepContext, run: Any) -> Any:
-        """Await an async kernel's coroutine, appending its ``TraceRecord`` when it ends."""
-        t0, result = time.perf_counter(), await run
+    async def _run_async_traced(self, cn: _Node, step: StepContext, run: Any, t0: float) -> Any:
+        """Await an async kernel or an offloaded update (started at ``t0``); append its record."""
+        result = await run
         step.trace.append((cn.index, t0, time.perf_counter(), threading.get_ident(), result))  # type: ignore[union-attr]
         return result
 
@@ -439,7 +439,7 @@ class Executable:
                             # a large variable's update runs off the loop (``update_thread``)
                             run = upd.run(cn.fn, args) if upd else cn.fn(step, *args)
                             if traced:
-                                run = self._run_async_traced(cn, step, run)
+                                run = self._run_async_traced(cn, step, run, time.perf_counter())
                             fut = asyncio.ensure_future(run)
                             tasks[fut] = cn
                             fut.add_done_callback(on_done)
