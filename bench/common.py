@@ -42,6 +42,8 @@ class Settings:
             to it, within each benchmark's fixed bounds).
         warm_s: warm-up of the training benchmarks before the first window.
         window_s: length of one training window.
+        trace_steps: training units: traced steps the chief runs after its windows, to report
+            where a step's time goes (``step_phases``); 0: none.
     """
 
     reps: int = 7
@@ -49,6 +51,7 @@ class Settings:
     warm_s: float = 2.0
     window_s: float = 2.0
     quick: bool = False
+    trace_steps: int = 0
 
     @staticmethod
     def make(quick: bool) -> Settings:
@@ -63,7 +66,8 @@ class Settings:
     def as_args(self) -> list[str]:
         """Command-line arguments that rebuild these settings in a child."""
         return ["--reps", str(self.reps), "--rep-s", str(self.rep_s), "--warm-s", str(self.warm_s),
-                "--window-s", str(self.window_s)] + (["--quick"] if self.quick else [])
+                "--window-s", str(self.window_s)] + (["--quick"] if self.quick else []) + \
+            (["--trace-steps", str(self.trace_steps)] if self.trace_steps else [])
 
 
 def add_settings_args(parser: Any) -> None:
@@ -73,6 +77,9 @@ def add_settings_args(parser: Any) -> None:
     parser.add_argument("--warm-s", type=float, default=None, help="training warm-up seconds")
     parser.add_argument("--window-s", type=float, default=None, help="training window seconds")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few, short reps")
+    parser.add_argument("--trace-steps", type=int, default=0,
+                        help="training units: traced steps after the windows, reported as the "
+                             "median phases of a step (tensorgrid)")
 
 
 def parse_unit_args(doc: str | None, units: Sequence[str], argv: list[str] | None
@@ -99,7 +106,7 @@ def settings_from_args(args: Any) -> Settings:
         rep_s=args.rep_s if args.rep_s is not None else base.rep_s,
         warm_s=args.warm_s if args.warm_s is not None else base.warm_s,
         window_s=args.window_s if args.window_s is not None else base.window_s,
-        quick=args.quick)
+        quick=args.quick, trace_steps=max(0, getattr(args, "trace_steps", 0) or 0))
 
 
 # ----------------------------------------------------------------------------- rows

@@ -33,6 +33,7 @@ from common import (
     wait_for_ports,
 )
 from frameworks import Api, load
+from step_phases import median_phases, node_rows, step_phases
 from workloads import MODELS, SEED_VALUE, build_seed
 
 READY_MARKER = "BENCH-CLIENT-READY"   # printed by a train client once its session exists
@@ -253,14 +254,14 @@ def bench_train(api: Api, server: Any, cluster: Any, task: int, model: str, mode
                              bf16_wire=bf16_wire)
     opts = tf.RunOptions(timeout_in_ms=STEP_TIMEOUT_MS)
     per_update = m.batch * (2 if mode == "sync" else 1)
-    measured: tuple[list[float], list[float], dict[str, Any]] | None = None
+    measured: tuple[list[float], list[float], dict[str, Any], dict[str, Any]] | None = None
     with api["train.MonitoredTrainingSession"](
             master=server.target, is_chief=is_chief, hooks=hooks, checkpoint_dir=None,
             config=cfg, save_checkpoint_secs=None, save_summaries_steps=None,
             save_summaries_secs=None, log_step_count_steps=None, stop_grace_period_secs=5) as ms:
         print(READY_MARKER, flush=True)
         if is_chief:
-            measured = chief_measure(ms, m, ready, set_stop, opts, per_update, s)
+            measured = chief_measure(ms, m, ready, set_stop, opts, per_update, s, api)
         else:
             worker1_loop(api, ms, m, mark_ready, stop, opts)
     if not is_chief:
@@ -269,8 +270,11 @@ def bench_train(api: Api, server: Any, cluster: Any, task: int, model: str, mode
         # TF's MonitoredSession.__exit__ swallows OutOfRangeError (and so may tensorgrid's)
         raise RuntimeError("the chief's MonitoredTrainingSession ended before the measurement "
                            "did (an OutOfRangeError or a stop request inside the session)")
-    applied, own, checks = measured
+    applied, own, checks, phases = measured
     common = {"batch": m.batch, "window_s": s.window_s, "examples_per_update": per_update}
+    if phases.get("steps"):
+        common["phases_ms"] = phases
+        info(f"{api.name} step phases (median ms of {phases['steps']} traced steps): {phases}")
     emit(summarize(f"dist.train.{model}.{mode}", api.name, applied,
                    "examples/s (applied, from global step)", "higher", checks=checks, **common))
     emit(summarize(f"dist.train.{model}.{mode}.worker0_own", api.name, own,
@@ -278,11 +282,14 @@ def bench_train(api: Api, server: Any, cluster: Any, task: int, model: str, mode
 
 
 def chief_measure(ms: Any, m: Any, ready: Any, set_stop: Any, opts: Any, per_update: int,
-                  s: Settings) -> tuple[list[float], list[float], dict[str, Any]]:
-    """The chief's part: barrier, warm-up, windows, stop flag.
+                  s: Settings, api: Api | None = None
+                  ) -> tuple[list[float], list[float], dict[str, Any], dict[str, Any]]:
+    """The chief's part: barrier, warm-up, windows, traced steps (``s.trace_steps``, with
+    ``api``), stop flag.
 
     Returns:
-        (overall examples/s per window, own examples/s per window, checks).
+        (overall examples/s per window, own examples/s per window, checks, the median phases of
+        the traced steps: empty when none).
     """
     barrier = Deadline(BARRIER_S)
     while int(ms.run(ready)) < 1:
@@ -308,12 +315,26 @@ def chief_measure(ms: Any, m: Any, ready: Any, set_stop: Any, opts: Any, per_upd
         dt = time.perf_counter() - t0
         applied.append((g1 - g0) * per_update / dt)
         own.append(n * m.batch / dt)
+    phases = trace_phases(api, ms, m, s.trace_steps) if api is not None and s.trace_steps else {}
     loss1 = float(ms.run(m.loss))
     final_step = int(ms.run(m.global_step))
     ms.run(set_stop)
     checks = {"loss_first": loss0, "loss_last": loss1, "loss_decreased": loss1 < loss0,
               "global_step": final_step, "global_step_ok": final_step > 0}
-    return applied, own, checks
+    return applied, own, checks, phases
+
+
+def trace_phases(api: Api, ms: Any, m: Any, steps: int) -> dict[str, Any]:
+    """Run ``steps`` training steps with FULL_TRACE; the median phases of a step
+    (``step_phases``), after the windows so that tracing costs the figures nothing."""
+    tf = api.tf
+    opts = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE, timeout_in_ms=STEP_TIMEOUT_MS)
+    got = []
+    for _ in range(steps):
+        meta = tf.RunMetadata()
+        ms.run(m.train_op, options=opts, run_metadata=meta)
+        got.append(step_phases(node_rows(meta.step_stats)))
+    return median_phases(got)
 
 
 def worker1_loop(api: Api, ms: Any, m: Any, mark_ready: Any, stop: Any, opts: Any) -> None:

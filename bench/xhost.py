@@ -14,6 +14,10 @@ Units (fresh hosts and a fresh cluster of one framework for each):
 Needs root (ip netns, unshare, tc); without it every row is reported as skipped with the reason.
 
     python bench/xhost.py [--units transfer,train.wide.async.1gbit] [--quick]
+
+Where a training step's time goes: ``--trace-steps N`` has the chief run N traced steps after its
+windows, and the train rows of tensorgrid carry ``phases_ms``, the median pull, compute, push,
+apply and tail of a step (``bench/step_phases.py``).
 """
 
 from __future__ import annotations

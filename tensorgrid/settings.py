@@ -40,6 +40,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tensorgrid.core.serde import GraphLimits
 from tensorgrid.master.cluster import ClusterState, normalize_cluster
+from tensorgrid.runtime.allocator import KEEP_BYTES
 from tensorgrid.transport.tls import TlsFiles, client_ssl_context
 
 MiB = 1024 * 1024
@@ -203,6 +204,10 @@ class _Settings(BaseSettings):
     blas_threads: int | None = Field(
         default=None, ge=0, description="threads numpy's BLAS may use in this process "
                                         "(none: a fair share when tasks share the machine)")
+    malloc_keep_bytes: int = Field(
+        default=KEEP_BYTES, ge=0, description="free heap a task process keeps for its next steps "
+                                              "instead of returning it to the OS (glibc; 0: "
+                                              "the C library's defaults)")
     heartbeat_interval_s: float = Field(default=HEARTBEAT_INTERVAL_S, gt=0,
                                         description="seconds between a task's heartbeats")
     heartbeat_timeout_s: float = Field(default=HEARTBEAT_TIMEOUT_S, gt=0,

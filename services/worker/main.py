@@ -18,6 +18,7 @@ import tensorgrid.checkpoint  # noqa: F401 - registers the checkpoint kernels th
 from tensorgrid.client.local import task_devices
 from tensorgrid.core import errors
 from tensorgrid.master.cluster import ClusterState
+from tensorgrid.runtime.allocator import keep_freed_memory
 from tensorgrid.runtime.threads import limit_blas_threads
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.settings import TaskSettings
@@ -61,6 +62,7 @@ async def serve(settings: TaskSettings, *, stop: asyncio.Event | None = None,
         UnavailableError: the address cannot be bound.
     """
     limit_blas_threads(settings.blas_threads)  # tasks sharing cores must not fight
+    keep_freed_memory(settings.malloc_keep_bytes)  # a step's big tensors cost no page faults
     shm.remove_dead_segments()  # shared memory left by tasks that were killed
     state = ClusterState(settings.cluster_spec())
     name = state.task(settings.task_name).name

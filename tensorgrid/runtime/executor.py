@@ -48,6 +48,7 @@ from tensorgrid.runtime.frame_budget import FrameBudget
 from tensorgrid.runtime.frame_graph import needs_frames
 from tensorgrid.runtime.frames import FramePlan
 from tensorgrid.runtime.resources import ResourceMgr
+from tensorgrid.runtime.update_thread import UpdateThread, is_update_op, offload_thread
 
 CODEGEN_LIMIT = 20_000
 
@@ -98,6 +99,7 @@ class _Node:
     is_identity: bool = False
     mem: int = mb.NONE  # what the per-step budget checks here, and the declared bytes so far
     mem_prefix: int = 0
+    updates: UpdateThread | None = None  # an update kernel's thread, for large variables
 
 
 def _deref(value: Any, node: str) -> Any:
@@ -189,6 +191,8 @@ class Executable:
             elif n.op in ("Identity", "Snapshot") and not any(derefs):
                 # in a straight-line schedule an identity is just another name for its input
                 cn.is_identity = True
+            elif kind == _PLAIN and is_update_op(n.op) and in_slots:
+                cn.updates = dev.resources.updates
             self.nodes.append(cn)
         for cn, cons in zip(self.nodes, consumers):
             cn.consumers = tuple(sorted(cons))
@@ -305,9 +309,9 @@ class Executable:
         step.trace.append((cn.index, t0, t1, threading.get_ident(), sent))  # type: ignore[union-attr]
         return result
 
-    async def _run_async_traced(self, cn: _Node, step: StepContext, run: Any) -> Any:
-        """Await an async kernel's coroutine, appending its ``TraceRecord`` when it ends."""
-        t0, result = time.perf_counter(), await run
+    async def _run_async_traced(self, cn: _Node, step: StepContext, run: Any, t0: float) -> Any:
+        """Await an async kernel or an offloaded update (started at ``t0``); append its record."""
+        result = await run
         step.trace.append((cn.index, t0, time.perf_counter(), threading.get_ident(), result))  # type: ignore[union-attr]
         return result
 
@@ -423,16 +427,19 @@ class Executable:
                 while True:
                     while ready and not failure:
                         cn = nodes[ready.popleft()]
-                        if cn.kind == _ASYNC:
+                        upd = offload_thread(cn.updates, vals, cn.in_slots)
+                        if cn.kind == _ASYNC or upd is not None:
                             if cn.mem:
                                 try:
                                     self._budget_before(cn, step)
                                 except errors.OpError as exc:
                                     failure.append(self._located(exc, cn))
                                     break
-                            run = cn.fn(step, *self._inputs(cn, vals))
+                            args = self._inputs(cn, vals)
+                            # a large variable's update runs off the loop (``update_thread``)
+                            run = upd.run(cn.fn, args) if upd else cn.fn(step, *args)
                             if traced:
-                                run = self._run_async_traced(cn, step, run)
+                                run = self._run_async_traced(cn, step, run, time.perf_counter())
                             fut = asyncio.ensure_future(run)
                             tasks[fut] = cn
                             fut.add_done_callback(on_done)

@@ -14,6 +14,7 @@ from typing import Any
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.core.variable import Var
+from tensorgrid.runtime.update_thread import UpdateThread
 
 
 class ResourceMgr:
@@ -24,6 +25,8 @@ class ResourceMgr:
         self._resources: dict[tuple[str, str], Any] = {}
         self._kernels: dict[Any, Any] = {}
         self._lock = threading.Lock()
+        # where the updates of this device's large variables run (``runtime.update_thread``)
+        self.updates = UpdateThread()
 
     def variable(self, container: str, name: str, dtype: dtypes.DType, shape: TensorShape) -> Var:
         """The variable of that name, created on first use.

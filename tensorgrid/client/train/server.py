@@ -23,6 +23,7 @@ from tensorgrid.master.cluster import ClusterState, task_name
 from tensorgrid.master.core import MasterCore
 from tensorgrid.master.health_monitor import HealthMonitor
 from tensorgrid.master.inprocess import InProcessTaskClient
+from tensorgrid.runtime.allocator import keep_freed_memory
 from tensorgrid.runtime.threads import fair_share, limit_blas_threads
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.settings import ClientSettings
@@ -71,6 +72,7 @@ class Server:
             if colocated > 1:
                 threads = fair_share(colocated)
         limit_blas_threads(threads)
+        keep_freed_memory(settings.malloc_keep_bytes)  # a step's big tensors cost no page faults
         self.cluster_spec = cluster
         self.job_name = job_name
         self.task_index = int(task_index)
