@@ -25,7 +25,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tensorgrid.kernels.heap import keep_freed_memory
+
 R = TypeVar("R")
+
+# the kernels' large temporaries reuse the heap's pages from step to step (see kernels.heap)
+keep_freed_memory()
 
 
 class BlockRunner:
