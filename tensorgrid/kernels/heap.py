@@ -51,12 +51,17 @@ def _apply() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None)  # the symbols already loaded into this process
-        libc.gnu_get_libc_version  # glibc's own: musl and others have a no-op mallopt
         mallopt = libc.mallopt
+        # glibc's own symbol: musl and others have a mallopt that changes nothing
+        is_glibc = hasattr(libc, "gnu_get_libc_version")
+
     except (OSError, AttributeError):
+        return False
+    if not is_glibc:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     # mallopt returns 1 on success, 0 on a value out of range
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES))
+        mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES)
+    )

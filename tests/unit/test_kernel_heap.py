@@ -12,7 +12,6 @@ import pytest
 from tensorgrid.kernels import heap
 
 
-
 def _minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
