@@ -34,7 +34,6 @@ from tensorgrid.kernels.windows import (
     crop,
     geometry_cache,
     int_sizes,
-    pad,
     tap_view,
     window_of,
     windows,
@@ -69,31 +68,56 @@ class _Scratch:
         self._local = threading.local()
 
     def get(self, rows: int, cols: int, dtype: Any) -> Any:
-        bufs: dict[tuple[int, int, Any], Any] | None = getattr(self._local, "bufs", None)
+        """A (rows, cols) matrix of this thread's, contents undefined."""
+        return self._buffer((rows, cols), dtype, self.xp.empty)
+
+    def zeroed(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """An array of this thread's, zero when first made: its user writes only parts that it
+        overwrites on every use (a padded block's interior), so the rest stays zero."""
+        return self._buffer(shape, dtype, self.xp.zeros)
+
+    def _buffer(self, shape: tuple[int, ...], dtype: Any, make: Callable[..., Any]) -> Any:
+        bufs: dict[tuple[Any, ...], Any] | None = getattr(self._local, "bufs", None)
         if bufs is None:
             bufs = self._local.bufs = {}
-        key = (rows, cols, np.dtype(dtype))
+        key = (make, *shape, np.dtype(dtype))
         buf = bufs.get(key)
         if buf is None:
             if len(bufs) > 8:  # shapes that keep changing: keep memory bounded
                 bufs.clear()
-            buf = bufs[key] = self.xp.empty((rows, cols), dtype=dtype)
+            buf = bufs[key] = make(shape, dtype=dtype)
         return buf
 
 
-def _im2col(xp: Any, xpad: Any, win: Window, geo: Geometry, kh: int, kw: int, b0: int, b1: int,
+def _padded_block(x: Any, geo: Geometry, b0: int, b1: int, scratch: _Scratch, dtype: Any) -> Any:
+    """Images b0..b1 of ``x`` with the geometry's zero padding, in a scratch array of the calling
+    thread (``x``'s own slice when there is no padding and no cast): each block pads its own
+    images, in parallel with the others and just before its im2col reads them."""
+    if not geo.has_padding and x.dtype == dtype:
+        return x[b0:b1]
+    _, h, w, c = x.shape
+    hp, wp = geo.padded
+    pt, _, pl, _ = geo.pads
+    out = scratch.zeroed((b1 - b0, hp, wp, c), dtype)
+    out[:, pt:pt + h, pl:pl + w, :] = x[b0:b1]
+    return out
+
+
+def _im2col(xp: Any, x: Any, win: Window, geo: Geometry, kh: int, kw: int, b0: int, b1: int,
             scratch: _Scratch, dtype: Any) -> Any:
-    """The (images b0..b1) x oh x ow rows of kh*kw*c window values, as a contiguous matrix.
+    """The (images b0..b1) x oh x ow rows of kh*kw*c window values of unpadded ``x``, as a
+    contiguous matrix.
 
     A 1x1 window with unit strides and no padding is the input itself (no copy).
     """
-    nb, c = b1 - b0, xpad.shape[3]
+    nb, c = b1 - b0, x.shape[3]
     rows = nb * geo.oh * geo.ow
-    if kh == kw == 1 and win.strides == (1, 1) and not geo.has_padding and xpad.dtype == dtype:
-        return xpad[b0:b1].reshape(rows, c)
+    if kh == kw == 1 and win.strides == (1, 1) and not geo.has_padding and x.dtype == dtype:
+        return x[b0:b1].reshape(rows, c)
+    xpad = _padded_block(x, geo, b0, b1, scratch, dtype)
     cols = scratch.get(rows, kh * kw * c, dtype)
     xp.copyto(cols.reshape(nb, geo.oh, geo.ow, kh, kw, c),
-              windows(xp, xpad[b0:b1], win, geo, kh, kw), casting="unsafe")
+              windows(xp, xpad, win, geo, kh, kw), casting="unsafe")
     return cols
 
 
@@ -126,10 +150,9 @@ def conv_forward(xp: Any, x: Any, f: Any, win: Window, geo: Geometry, scratch: _
         return out
     out2 = out.reshape(n * pixels, oc)
     f2 = f.reshape(kh * kw * c, oc).astype(ct, copy=False)
-    xpad = pad(xp, x, geo)
 
     def block(b0: int, b1: int) -> None:
-        cols = _im2col(xp, xpad, win, geo, kh, kw, b0, b1, scratch, ct)
+        cols = _im2col(xp, x, win, geo, kh, kw, b0, b1, scratch, ct)
         _matmul_into(xp, cols, f2, out2[b0 * pixels:b1 * pixels])
 
     run_blocks(block, n, _block_images(n, pixels, kh * kw * c * ct.itemsize))
@@ -268,11 +291,10 @@ def _conv2d_backprop_filter(ctx: KernelContext) -> Callable[[Any, Any, Any], Any
         pixels = geo.oh * geo.ow
         if n * pixels == 0 or k * oc == 0:
             return xp.zeros((kh, kw, c, oc), dtype=x.dtype)
-        xpad = pad(xp, x, geo)
         dy2 = dy.reshape(n * pixels, oc).astype(ct, copy=False)
 
         def block(b0: int, b1: int) -> Any:  # this block's share of the sum over pixels
-            cols = _im2col(xp, xpad, win, geo, kh, kw, b0, b1, scratch, ct)
+            cols = _im2col(xp, x, win, geo, kh, kw, b0, b1, scratch, ct)
             return xp.matmul(cols.T, dy2[b0 * pixels:b1 * pixels])
 
         parts = run_blocks(block, n, _block_images(n, pixels, k * ct.itemsize))
