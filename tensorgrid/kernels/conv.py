@@ -39,6 +39,7 @@ from tensorgrid.kernels.windows import (
     windows,
 )
 from tensorgrid.ops.nn import Window
+from tensorgrid.ops.nn_fused import FUSED_CONV_OPS, fused_ops_of
 
 BOTH = ("CPU", "GPU")
 # bytes of im2col scratch per block of images: small enough to stay in a core's cache while BLAS
@@ -136,8 +137,10 @@ def _matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
         out[...] = xp.matmul(a, b)
 
 
-def conv_forward(xp: Any, x: Any, f: Any, win: Window, geo: Geometry, scratch: _Scratch) -> Any:
-    """conv2d(x, f) for NHWC ``x`` and a (kh, kw, c, oc) filter, block by block over the batch."""
+def conv_forward(xp: Any, x: Any, f: Any, win: Window, geo: Geometry, scratch: _Scratch,
+                 bias: Any = None, relu: bool = False) -> Any:
+    """conv2d(x, f) for NHWC ``x`` and a (kh, kw, c, oc) filter, block by block over the batch;
+    then, each block while its rows are still in cache, ``+ bias`` (oc values) and ``relu``."""
     n, _, _, c = x.shape
     kh, kw, _, oc = f.shape
     ct = _compute_dtype(x.dtype)
@@ -145,18 +148,29 @@ def conv_forward(xp: Any, x: Any, f: Any, win: Window, geo: Geometry, scratch: _
     out = xp.empty((n, geo.oh, geo.ow, oc), dtype=x.dtype)
     if out.size == 0:
         return out
+    out2 = out.reshape(n * pixels, oc)
     if c == 0 or kh * kw == 0:
         out[...] = 0
+        _epilogue(xp, out2, bias, relu)
         return out
-    out2 = out.reshape(n * pixels, oc)
     f2 = f.reshape(kh * kw * c, oc).astype(ct, copy=False)
 
     def block(b0: int, b1: int) -> None:
         cols = _im2col(xp, x, win, geo, kh, kw, b0, b1, scratch, ct)
-        _matmul_into(xp, cols, f2, out2[b0 * pixels:b1 * pixels])
+        rows = out2[b0 * pixels:b1 * pixels]
+        _matmul_into(xp, cols, f2, rows)
+        _epilogue(xp, rows, bias, relu)
 
     run_blocks(block, n, _block_images(n, pixels, kh * kw * c * ct.itemsize))
     return out
+
+
+def _epilogue(xp: Any, rows: Any, bias: Any, relu: bool) -> None:
+    """rows += bias, then relu, in place (the rows of a fused convolution's output)."""
+    if bias is not None:
+        xp.add(rows, bias, out=rows)
+    if relu:  # against a zero row: numpy's fast loop (a scalar takes a slower one)
+        xp.maximum(rows, xp.zeros(rows.shape[1:], dtype=rows.dtype), out=rows)
 
 
 @kernel("Conv2D", BOTH)
@@ -167,16 +181,45 @@ def _conv2d(ctx: KernelContext) -> Callable[[Any, Any], Any]:
     scratch = _Scratch(xp)
 
     def run(x: Any, f: Any) -> Any:
-        if x.ndim != 4 or f.ndim != 4:
+        _check_conv_inputs(x, f)
+        _, h, w, _ = x.shape
+        return conv_forward(xp, x, f, win, geometry(h, w, f.shape[0], f.shape[1]), scratch)
+
+    return run
+
+
+def _check_conv_inputs(x: Any, f: Any) -> None:
+    if x.ndim != 4 or f.ndim != 4:
+        raise errors.InvalidArgumentError(
+            f"input and filter must be 4-dimensional, got shapes {list(x.shape)} and "
+            f"{list(f.shape)}")
+    if f.shape[2] != x.shape[3]:
+        raise errors.InvalidArgumentError(
+            f"input depth {x.shape[3]} must equal the filter's in_channels {f.shape[2]}")
+
+
+@kernel("_FusedConv2D", BOTH)
+def _fused_conv2d(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    """Conv2D + bias (+ relu), as ``compiler.remap`` fuses them: the same results as the three
+    ops, with the bias and relu applied to each block of output rows while they are in cache."""
+    xp = ctx.xp
+    win = window_of(ctx, dilated=True)
+    geometry = geometry_cache(win)
+    scratch = _Scratch(xp)
+    fused = fused_ops_of(ctx.attr("fused_ops"))
+    if fused not in FUSED_CONV_OPS:
+        raise ctx.error(errors.InvalidArgumentError, f"unsupported fused_ops {list(fused)}")
+    relu = fused == ("BiasAdd", "Relu")
+
+    def run(x: Any, f: Any, bias: Any) -> Any:
+        _check_conv_inputs(x, f)
+        if bias.shape != (f.shape[3],):
             raise errors.InvalidArgumentError(
-                f"input and filter must be 4-dimensional, got shapes {list(x.shape)} and "
-                f"{list(f.shape)}")
-        _, h, w, c = x.shape
-        kh, kw, fc, _ = f.shape
-        if fc != c:
-            raise errors.InvalidArgumentError(
-                f"input depth {c} must equal the filter's in_channels {fc}")
-        return conv_forward(xp, x, f, win, geometry(h, w, kh, kw), scratch)
+                f"bias has shape {list(bias.shape)}; it must hold the filter's {f.shape[3]} "
+                "out_channels values")
+        _, h, w, _ = x.shape
+        geo = geometry(h, w, f.shape[0], f.shape[1])
+        return conv_forward(xp, x, f, win, geo, scratch, bias.astype(x.dtype, copy=False), relu)
 
     return run
 
