@@ -85,13 +85,15 @@ def test_large_products_equal_numpy_and_restore_the_blas_threads() -> None:
     with threadpool_limits(2, user_api="blas"):
         before = blas_threads()
         np.testing.assert_allclose(parallel.matmul(a, b), want, rtol=1e-4, atol=1e-3)
-        at = np.ascontiguousarray(a.T).T  # a transposed view: rows split as strided blocks
-        for got, rows in ((parallel._matmul_on_blocks(a, b, 2), 128),
-                          (parallel._matmul_on_blocks(at[:37], b, 2), 37),  # odd: 19 + 18 rows
-                          (parallel._matmul_on_blocks(a[:20], b, 2), 20),  # too few to split
-                          (parallel._matmul_single(a, b), 128)):
-            np.testing.assert_allclose(got, want[:rows], rtol=1e-4, atol=1e-3)
+        at = np.ascontiguousarray(a.T).T  # transposed views: blocks of them are strided
+        bt = np.ascontiguousarray(b.T).T
+        cases = [((a, b), "rows: 64 + 64"), ((at[:101], b[:, :24]), "rows: 51 + 50"),
+                 ((a[:20], bt[:, :201]), "columns: 101 + 100"), ((a[:20], b[:, :24]), "one")]
+        for (x, y), what in cases:
+            got = parallel._matmul_on_blocks(x, y, 2)
+            np.testing.assert_allclose(got, x @ y, rtol=1e-4, atol=1e-3, err_msg=what)
             assert got.dtype == np.float32
+        np.testing.assert_allclose(parallel._matmul_single(a, b), want, rtol=1e-4, atol=1e-3)
         assert blas_threads() == before
     assert parallel.matmul(a[:3], b).shape == (3, 256)  # small: numpy's own call
     assert parallel.matmul(a.astype(np.float64), b).dtype == np.float64  # mixed: numpy's rules
