@@ -175,6 +175,11 @@ class _Job:
 _RUNNER = BlockRunner()
 
 
+def threads() -> int:
+    """The threads a ``run_blocks`` starting now would use (``BlockRunner.threads``)."""
+    return _RUNNER.threads()
+
+
 def run_blocks(fn: Callable[[int, int], R], n: int, block: int) -> list[R]:
     """``fn(b0, b1)`` for each block of ``block`` images of a batch of ``n``, on this process's
     block runner (see ``BlockRunner.run``)."""

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 import tensorgrid as tf
 import tensorgrid.kernels.conv as kconv
+import tensorgrid.kernels.pool as kpool
 import tensorgrid.nn as nn
 from tensorgrid.framework.convert import make_op
 from tensorgrid.testing import check_gradients
@@ -380,3 +382,31 @@ def test_block_runner_keeps_order_raises_and_restores_blas_threads() -> None:
         with pytest.raises(ValueError, match="block at 6"):
             runner.run(bad, 10, 3)
         assert blas_threads() == before
+
+
+def test_tiled_max_pool_grad_split_over_threads_matches_one_block(monkeypatch) -> None:
+    """A batch large enough to be split into blocks of images on the block runner gives the
+    gradient one block does, ties (all-zero windows after a relu) and the NaN fallback included."""
+    x = np.maximum(RNG.standard_normal((9, 8, 6, 4)), 0).astype(np.float32)  # many ties at 0
+    g = RNG.standard_normal((9, 4, 3, 4)).astype(np.float32)
+    xn = x.copy()
+    xn[4, 2, 2, 1] = np.nan  # one window's max is a NaN: the per-tap path takes over
+    attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+
+    def grads() -> list[np.ndarray]:
+        with tf.Graph().as_default():
+            outs = []
+            for data in (x, xn):
+                y = nn.max_pool(tf.constant(data), [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+                outs.append(make_op("MaxPoolGrad", [tf.constant(data), y, tf.constant(g)], attrs))
+            return run(outs)
+
+    whole = grads()
+    monkeypatch.setattr(kpool, "SPLIT_BYTES", 1)  # every batch split into blocks of images
+    with threadpool_limits(2, user_api="blas"):
+        split = grads()
+    for a, b in zip(whole, split):
+        np.testing.assert_array_equal(a, b)
+    # the first maximum of each window takes the whole gradient; an all-zero window its first tap
+    _, _, where = ref_pool(x, (2, 2), (2, 2), "VALID")
+    np.testing.assert_allclose(split[0], ref_max_pool_grad(x, g, where), rtol=1e-6)
