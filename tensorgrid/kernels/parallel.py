@@ -193,6 +193,11 @@ THREADED, BLOCKS, SINGLE = "threaded", "blocks", "single"
 MODES = (THREADED, BLOCKS, SINGLE)
 
 
+# A mode measured this many times slower than the best is probed SLOW_PROBE_FACTOR times less often.
+SLOW_RATIO = 1.5
+SLOW_PROBE_FACTOR = 4
+
+
 class BlasChooser:
     """How large products run (one of ``MODES``), chosen by measured speed.
 
@@ -208,7 +213,8 @@ class BlasChooser:
     as wall seconds per flop of the large products made in it, everything between them included
     (a product timed alone looks faster threaded while the spinning slows the rest of the step).
     The fastest mode runs for ``period_s``; each other is tried for ``probe_period_s`` once every
-    ``probe_s``, so a change of load is noticed every way. A period is measured from the end of
+    ``probe_s`` (``SLOW_PROBE_FACTOR`` times that for one measured ``SLOW_RATIO`` times slower than
+    the best), so a change of load is noticed every way. A period is measured from the end of
     its first product (which pays for waking threads), and one that follows a threaded period
     from its first product ending ``settle_s`` after its start (BLAS's threads are still spinning
     until then). A period with a pause longer than ``idle_s`` between products is not counted
@@ -255,9 +261,16 @@ class BlasChooser:
         self.last = now
 
     def _next(self, now: float) -> None:
+        known = [self.cost[m] for m in self.modes if self.cost[m] > 0.0]
+        best_cost = min(known, default=0.0)
         for other in self.modes:  # an unknown or old measurement first: try it
-            if other != self.mode and (self.cost[other] == 0.0
-                                       or now - self.measured[other] > self.probe_s):
+            if other == self.mode:
+                continue
+            # a mode measured far slower is tried less often: a threaded probe leaves BLAS's
+            # threads spinning beside the block runner's for a while after it
+            far = self.cost[other] > SLOW_RATIO * best_cost
+            if self.cost[other] == 0.0 or \
+                    now - self.measured[other] > self.probe_s * (SLOW_PROBE_FACTOR if far else 1):
                 self._begin(now, other, self.probe_period_s)
                 return
         best = min(self.modes, key=lambda m: self.cost[m])

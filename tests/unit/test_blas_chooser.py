@@ -50,6 +50,24 @@ def test_chooser_keeps_to_the_fastest_mode_and_probes_the_others() -> None:
     assert spent[BLOCKS] > 0.6 * 10.0
 
 
+def test_a_far_slower_mode_is_probed_less_often() -> None:
+    def probes(seconds: dict[str, float]) -> int:
+        c, t, tried, last = chooser(), 0.0, 0, None
+        while t < 40.0:
+            mode = c.pick(t)
+            if mode == THREADED and last not in (None, THREADED):
+                tried += 1
+            last = mode
+            t += seconds[mode]
+            c.record(t, 1_000_000)
+        return tried
+
+    near = probes({THREADED: 0.0012, BLOCKS: 0.001, SINGLE: 0.0011})
+    far = probes({THREADED: 0.003, BLOCKS: 0.001, SINGLE: 0.0011})
+    assert near >= 12  # about once per probe_s (2 s)
+    assert 2 <= far <= near // 2
+
+
 def test_chooser_follows_a_change_of_load() -> None:
     c = chooser()
     t, _ = simulate(c, 0.0, QUIET, 5.0)
