@@ -107,18 +107,27 @@ def _padded_block(x: Any, geo: Geometry, b0: int, b1: int, scratch: _Scratch, dt
 def _im2col(xp: Any, x: Any, win: Window, geo: Geometry, kh: int, kw: int, b0: int, b1: int,
             scratch: _Scratch, dtype: Any) -> Any:
     """The (images b0..b1) x oh x ow rows of kh*kw*c window values of unpadded ``x``, as a
-    contiguous matrix.
+    matrix BLAS reads directly: contiguous, or the transpose of a contiguous one.
 
-    A 1x1 window with unit strides and no padding is the input itself (no copy).
+    A 1x1 window with unit strides and no padding is the input itself (no copy). With one input
+    channel, each window tap's values over the block's pixels are a 2-D slice of the input with
+    rows of ow contiguous values, so the matrix is built transposed, one row per tap: that copy
+    ran 4x faster than the row-per-pixel one, whose runs are kw values long, and BLAS multiplies
+    the transpose as fast.
     """
     nb, c = b1 - b0, x.shape[3]
     rows = nb * geo.oh * geo.ow
     if kh == kw == 1 and win.strides == (1, 1) and not geo.has_padding and x.dtype == dtype:
         return x[b0:b1].reshape(rows, c)
     xpad = _padded_block(x, geo, b0, b1, scratch, dtype)
+    view = windows(xp, xpad, win, geo, kh, kw)
+    if c == 1:
+        cols_t = scratch.get(kh * kw, rows, dtype)
+        xp.copyto(cols_t.reshape(kh, kw, 1, nb, geo.oh, geo.ow), view.transpose(3, 4, 5, 0, 1, 2),
+                  casting="unsafe")
+        return cols_t.T
     cols = scratch.get(rows, kh * kw * c, dtype)
-    xp.copyto(cols.reshape(nb, geo.oh, geo.ow, kh, kw, c),
-              windows(xp, xpad, win, geo, kh, kw), casting="unsafe")
+    xp.copyto(cols.reshape(nb, geo.oh, geo.ow, kh, kw, c), view, casting="unsafe")
     return cols
 
 

@@ -123,6 +123,9 @@ CONV_CASES = [
     (1, 7, 7, 2, 2, 2, 3, (1, 1), (2, 1)),
     (2, 5, 6, 8, 1, 1, 4, (1, 1), (1, 1)),
     (1, 3, 3, 2, 5, 5, 2, (1, 1), (1, 1)),  # a filter larger than the input (SAME only)
+    # one input channel: im2col built transposed, one row per tap
+    (3, 9, 8, 1, 3, 3, 4, (2, 2), (1, 1)),
+    (2, 8, 9, 1, 3, 2, 5, (1, 1), (2, 1)),
 ]
 
 
@@ -161,7 +164,7 @@ def test_conv_kernels_match_direct_loops(case, padding) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("case", [CONV_CASES[3], CONV_CASES[4], CONV_CASES[1]])
+@pytest.mark.parametrize("case", [CONV_CASES[3], CONV_CASES[4], CONV_CASES[1], CONV_CASES[8]])
 def test_blocks_on_threads_give_the_same_result(monkeypatch, case) -> None:
     # a one-byte budget (and a one-row minimum) makes every image its own block: blocks then run
     # on the block runner's threads (when BLAS has several), each with its own scratch
