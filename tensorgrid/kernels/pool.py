@@ -190,18 +190,34 @@ def _tiled_block(xp: Any, x: Any, g: Any, dx: Any, win: Window, geo: Geometry, k
     shape6 = (n, geo.oh, kh, geo.ow, kw, c)
     marks = xp.equal(x.reshape(shape6), best[:, :, None, :, None, :])
     if int(xp.count_nonzero(marks)) != best.size:
-        # a tie (after a relu, every all-zero window): the first maximum must win alone, so each
-        # tap in turn keeps only the marks of windows no earlier tap has won
-        free = None
-        for _, i, j in _taps(kh, kw):
-            mine = marks[:, :, i, :, j, :]
-            if free is None:
-                free = xp.logical_not(mine)
-            else:
-                xp.logical_and(mine, free, out=mine)
-                xp.logical_xor(free, mine, out=free)
+        _keep_first_marks(xp, marks, kh, kw)
     xp.multiply(marks, g[:, :, None, :, None, :], out=dx.reshape(shape6))
     return True
+
+
+_ONES = 0x0101010101010101  # a true bool in each byte of a 64-bit word
+
+
+def _keep_first_marks(xp: Any, marks: Any, kh: int, kw: int) -> None:
+    """Where windows tie (after a relu, every all-zero window), keep only the first maximum's
+    mark: each tap in turn keeps the marks of windows no earlier tap has won.
+
+    Bools are bytes of 0 or 1, so with channels in multiples of 8 the passes run on 64-bit words
+    of 8 marks each (and, xor, and xor with all-ones bytes for not): 8x fewer elements than on
+    the bools (CNN first pool: 0.7 -> 0.2 ms).
+    """
+    words = marks
+    ones: Any = True
+    if xp is np and marks.flags.c_contiguous and marks.shape[-1] % 8 == 0 and marks.size:
+        words, ones = marks.view(np.uint64), np.uint64(_ONES)
+    free = None
+    for _, i, j in _taps(kh, kw):
+        mine = words[:, :, i, :, j, :]
+        if free is None:
+            free = xp.bitwise_xor(mine, ones)  # not: every window is free of earlier taps but these
+        else:
+            xp.bitwise_and(mine, free, out=mine)
+            xp.bitwise_xor(free, mine, out=free)  # mine is a subset of free: this clears it
 
 
 @kernel("MaxPoolGradGrad", BOTH)
