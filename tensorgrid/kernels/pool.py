@@ -20,7 +20,7 @@ import numpy as np
 from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
-from tensorgrid.kernels.parallel import run_blocks, threads
+from tensorgrid.kernels.parallel import split_batch
 from tensorgrid.kernels.windows import (
     Geometry,
     crop,
@@ -147,14 +147,6 @@ def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
     return run
 
 
-# Blocks per thread of the tiled max-pool gradient on an input of at least ``SPLIT_BYTES``: a
-# few, so a thread that is not scheduled leaves its share to the others, each large enough that
-# handing it over costs little next to its work. On two threads the CNN of bench/local.py's first
-# pool (6.4 MB) ran 2.5 -> 1.5 ms; its second (3.2 MB) ran 1.0 -> 1.15 ms, so it stays whole.
-BLOCKS_PER_THREAD = 2
-SPLIT_BYTES = 4 << 20
-
-
 def _tiled_max_pool_grad(xp: Any, x: Any, g: Any, win: Window, geo: Geometry, kh: int,
                          kw: int) -> Any:
     """The max-pool gradient when the windows tile the input (the usual 2x2 pool of stride 2 on
@@ -167,16 +159,19 @@ def _tiled_max_pool_grad(xp: Any, x: Any, g: Any, win: Window, geo: Geometry, kh
     batch is split into a few blocks of images run on the block runner's threads (numpy releases
     the GIL in each pass).
     """
-    n = x.shape[0]
     dx = xp.empty(x.shape, dtype=g.dtype)
-    per = n
-    if xp is np and x.nbytes >= SPLIT_BYTES:
-        per = -(-n // (BLOCKS_PER_THREAD * max(1, threads())))
 
     def block(b0: int, b1: int) -> bool:
         return _tiled_block(xp, x[b0:b1], g[b0:b1], dx[b0:b1], win, geo, kh, kw)
 
-    return dx if all(run_blocks(block, n, per)) else None
+    return dx if all(_split(xp, block, x)) else None
+
+
+def _split(xp: Any, fn: Callable[[int, int], Any], x: Any) -> list[Any]:
+    """``fn`` over blocks of ``x``'s batch (numpy: ``split_batch``; other array modules whole)."""
+    if xp is np:
+        return split_batch(fn, x.shape[0], x.nbytes)
+    return [fn(0, x.shape[0])]
 
 
 def _tiled_block(xp: Any, x: Any, g: Any, dx: Any, win: Window, geo: Geometry, kh: int,

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 
 import tensorgrid as tf
 import tensorgrid.kernels.conv as kconv
-import tensorgrid.kernels.pool as kpool
+import tensorgrid.kernels.parallel as kparallel
 import tensorgrid.nn as nn
 from tensorgrid.framework.convert import make_op
 from tensorgrid.testing import check_gradients
@@ -405,7 +405,7 @@ def test_tiled_max_pool_grad_split_over_threads_matches_one_block(monkeypatch) -
             return run(outs)
 
     whole = grads()
-    monkeypatch.setattr(kpool, "SPLIT_BYTES", 1)  # every batch split into blocks of images
+    monkeypatch.setattr(kparallel, "SPLIT_BYTES", 1)  # every batch split into blocks of images
     with threadpool_limits(2, user_api="blas"):
         split = grads()
     for a, b in zip(whole, split):
@@ -413,3 +413,4 @@ def test_tiled_max_pool_grad_split_over_threads_matches_one_block(monkeypatch) -
     # the first maximum of each window takes the whole gradient; an all-zero window its first tap
     _, _, where = ref_pool(x, (2, 2), (2, 2), "VALID")
     np.testing.assert_allclose(split[0], ref_max_pool_grad(x, g, where), rtol=1e-6)
+
