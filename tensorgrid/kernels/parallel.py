@@ -231,14 +231,15 @@ class BlasChooser:
     its first product (which pays for waking threads), and one that follows a threaded period
     from its first product ending ``settle_s`` after its start (BLAS's threads are still spinning
     until then). A period with a pause longer than ``idle_s`` between products is not counted
-    (the process was doing something else).
+    (the process was doing something else), and after a pause longer than ``forget_s`` every mode
+    is measured afresh (the products that follow may be another model's).
     """
 
     def __init__(self, probe_s: float = 4.0, period_s: float = 0.5, probe_period_s: float = 0.1,
-                 idle_s: float = 0.5, settle_s: float = 0.15,
+                 idle_s: float = 0.5, settle_s: float = 0.15, forget_s: float = 2.0,
                  modes: tuple[str, ...] = MODES) -> None:
         self.probe_s, self.period_s, self.probe_period_s = probe_s, period_s, probe_period_s
-        self.idle_s, self.settle_s, self.modes = idle_s, settle_s, modes
+        self.idle_s, self.settle_s, self.forget_s, self.modes = idle_s, settle_s, forget_s, modes
         self.cost = dict.fromkeys(modes, 0.0)  # seconds per flop; 0 = unknown
         self.measured = dict.fromkeys(modes, -1e9)  # when each was last measured
         self.mode = modes[0]  # the mode of the current period
@@ -253,6 +254,11 @@ class BlasChooser:
         """The mode for the next product (the current period's, or the next period's when this
         one is over)."""
         if self.start < 0.0 or now - self.last > self.idle_s:
+            if self.start >= 0.0 and now - self.last > self.forget_s:
+                # a long pause: other products may follow (another model in the same process),
+                # so every mode is measured again rather than judged by the last model's figures
+                self.cost = dict.fromkeys(self.modes, 0.0)
+                self.measured = dict.fromkeys(self.modes, -1e9)
             self._begin(now, self.mode, self.length)  # the first, or after a pause
         elif not self.warming and now - self.start >= self.length:
             # (read once: kernels on other threads may begin the next period meanwhile; a

@@ -88,11 +88,29 @@ def test_a_period_after_a_threaded_one_is_measured_once_blas_threads_settle() ->
 
 
 def test_a_pause_between_products_is_not_counted() -> None:
-    c = BlasChooser(probe_s=2.0, period_s=0.5, probe_period_s=0.1, idle_s=0.05)
+    c = BlasChooser(probe_s=2.0, period_s=0.5, probe_period_s=0.1, idle_s=0.05, forget_s=2.0)
     t, _ = simulate(c, 0.0, QUIET, 3.0)
     before = dict(c.cost)
-    c.pick(t + 30.0)  # half a minute of something else: a new period starts, nothing measured
+    c.pick(t + 0.5)  # half a second of something else: a new period starts, nothing measured
     assert c.cost == before
+
+
+def test_after_a_long_pause_every_mode_is_measured_again() -> None:
+    # a process that trains a CNN (split fastest; its costs per flop of the products count the
+    # convolutions between them) and then an MLP (threaded fastest) must not judge the MLP by
+    # the CNN's figures: threaded, measured far slower there, would wait for its slow-mode probe
+    def mlp_after_cnn(forget_s: float) -> dict[str, float]:
+        c = BlasChooser(probe_s=2.0, period_s=0.5, probe_period_s=0.1, settle_s=0.05,
+                        forget_s=forget_s)
+        t, _ = simulate(c, 0.0, {THREADED: 0.03, BLOCKS: 0.01, SINGLE: 0.02}, 5.0)
+        assert c.mode == BLOCKS
+        _, spent = simulate(c, t + 1.5, {THREADED: 0.001, BLOCKS: 0.0015, SINGLE: 0.002},
+                            t + 4.5)
+        return spent
+
+    assert mlp_after_cnn(forget_s=1.0)[THREADED] > 0.7 * 3.0
+    # what forgetting avoids: the MLP on the CNN's mode until threaded's slow-mode probe is due
+    assert mlp_after_cnn(forget_s=1e9)[THREADED] < 0.4 * 3.0
 
 
 def test_large_products_equal_numpy_and_restore_the_blas_threads() -> None:
