@@ -17,6 +17,11 @@ Conditions, each needed for the fused node to compute exactly what the nodes it 
 
 The fused node takes the name of the pattern's last node, so its consumers are unchanged, and the
 control inputs of every node it replaces.
+
+On the gradient side, ``ReluGrad(MaxPoolGrad(x, y, g), x)`` (the gradient through a max pool of a
+relu's output ``x``, then through the relu) becomes ``_FusedMaxPoolGrad(x, y, g)`` under the same
+conditions 1, 3 and 4; its kernel applies the relu's mask to the window maxima's gradient instead
+of in a pass of its own over the input-sized result.
 """
 
 from __future__ import annotations
@@ -64,9 +69,38 @@ def fuse_conv_bias_relu(nodes: Sequence[NodeDef], specs: Specs,
                                    (*conv.data_inputs, bias_input, *dict.fromkeys(ctrl)),
                                    last.device, attrs)
         dropped.update({conv.name, n.name} - {last.name})
+    for n in nodes:
+        if n.op == "ReluGrad" and n.name not in fused:
+            pool_grad = _match_pool_grad(n, by_name, readers, specs, protected)
+            if pool_grad is not None:
+                ctrl = [i for m in (pool_grad, n) for i in m.inputs if i.startswith("^")]
+                fused[n.name] = NodeDef(n.name, "_FusedMaxPoolGrad",
+                                        (*pool_grad.data_inputs, *dict.fromkeys(ctrl)), n.device,
+                                        {**pool_grad.attrs, "fused_ops": ["ReluGrad"]})
+                dropped.add(pool_grad.name)
     if not fused:
         return list(nodes)
     return [fused.get(n.name, n) for n in nodes if n.name not in dropped]
+
+
+def _match_pool_grad(relu_grad: NodeDef, by_name: Mapping[str, NodeDef],
+                     readers: Mapping[str, list[str]], specs: Specs,
+                     protected: frozenset[str] | set[str]) -> NodeDef | None:
+    """The MaxPoolGrad that ``relu_grad`` alone reads, when its features are the pool's input."""
+    data = relu_grad.data_inputs
+    if len(data) != 2:
+        return None
+    src, idx, _ = parse_input(data[0])
+    pool_grad = by_name.get(src)
+    if (pool_grad is None or pool_grad.op != "MaxPoolGrad" or idx != 0
+            or pool_grad.device != relu_grad.device
+            or _sole_reader(pool_grad.name, readers, protected) != relu_grad.name):
+        return None
+    pool_inputs = pool_grad.data_inputs
+    if len(pool_inputs) != 3 or parse_input(pool_inputs[0])[:2] != parse_input(data[1])[:2]:
+        return None
+    out = specs.get(pool_grad.name)
+    return pool_grad if out and out[0].dtype in _FLOATS else None
 
 
 def _sole_reader(name: str, readers: Mapping[str, list[str]],

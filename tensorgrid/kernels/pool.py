@@ -30,7 +30,7 @@ from tensorgrid.kernels.windows import (
     tap_view,
     window_of,
 )
-from tensorgrid.ops.nn import Window
+from tensorgrid.ops.nn import Window, text_attr
 
 BOTH = ("CPU", "GPU")
 
@@ -110,6 +110,23 @@ def _max_pool(ctx: KernelContext) -> Callable[[Any], Any]:
 
 @kernel("MaxPoolGrad", BOTH)
 def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    return _max_pool_grad_kernel(ctx, relu=False)
+
+
+@kernel("_FusedMaxPoolGrad", BOTH)
+def _fused_max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    """MaxPoolGrad then ReluGrad by the pool's input, as ``compiler.remap`` fuses them: the
+    relu's mask is applied to the window maxima's gradient (a quarter of the input for a 2x2
+    pool) instead of in a pass of its own over the input-sized result."""
+    fused = tuple(text_attr(v) for v in ctx.attr("fused_ops"))
+    if fused != ("ReluGrad",):
+        raise ctx.error(errors.InvalidArgumentError, f"unsupported fused_ops {list(fused)}")
+    return _max_pool_grad_kernel(ctx, relu=True)
+
+
+def _max_pool_grad_kernel(ctx: KernelContext, relu: bool) -> Callable[[Any, Any, Any], Any]:
+    """MaxPoolGrad, times ``orig_input > 0`` when ``relu`` (the gradient through the relu whose
+    output the pool read)."""
     xp = ctx.xp
     win = window_of(ctx, dilated=False)
     kh, kw = _ksize(ctx)
@@ -124,7 +141,7 @@ def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
             raise errors.InvalidArgumentError(
                 f"grad has shape {list(g.shape)}, expected {[n, geo.oh, geo.ow, c]}")
         if g.size and tiled(geo):
-            dx = _tiled_max_pool_grad(xp, x, g, win, geo, kh, kw)
+            dx = _tiled_max_pool_grad(xp, x, g, win, geo, kh, kw, relu)
             if dx is not None:
                 return dx
         hp, wp = geo.padded
@@ -137,7 +154,10 @@ def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
                 view += g * mine
             else:  # each input pixel is in one window at most: a plain write
                 xp.multiply(g, mine, out=view)
-        return crop(xp, dxpad, geo)
+        dx = crop(xp, dxpad, geo)
+        if relu:
+            xp.multiply(dx, x > 0, out=dx)
+        return dx
 
     def tiled(geo: Geometry) -> bool:
         """Whether the windows tile the input exactly: no padding, no overlap, no leftover."""
@@ -148,7 +168,7 @@ def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
 
 
 def _tiled_max_pool_grad(xp: Any, x: Any, g: Any, win: Window, geo: Geometry, kh: int,
-                         kw: int) -> Any:
+                         kw: int, relu: bool = False) -> Any:
     """The max-pool gradient when the windows tile the input (the usual 2x2 pool of stride 2 on
     an even size), or None when some window's maximum is a NaN.
 
@@ -162,7 +182,7 @@ def _tiled_max_pool_grad(xp: Any, x: Any, g: Any, win: Window, geo: Geometry, kh
     dx = xp.empty(x.shape, dtype=g.dtype)
 
     def block(b0: int, b1: int) -> bool:
-        return _tiled_block(xp, x[b0:b1], g[b0:b1], dx[b0:b1], win, geo, kh, kw)
+        return _tiled_block(xp, x[b0:b1], g[b0:b1], dx[b0:b1], win, geo, kh, kw, relu)
 
     return dx if all(_split(xp, block, x)) else None
 
@@ -175,13 +195,16 @@ def _split(xp: Any, fn: Callable[[int, int], Any], x: Any) -> list[Any]:
 
 
 def _tiled_block(xp: Any, x: Any, g: Any, dx: Any, win: Window, geo: Geometry, kh: int,
-                 kw: int) -> bool:
+                 kw: int, relu: bool) -> bool:
     """``_tiled_max_pool_grad`` for one block of images, written into ``dx``; False when a
-    window's maximum is a NaN."""
+    window's maximum is a NaN. With ``relu``, times ``x > 0``: the only nonzero of a window's
+    gradient sits on its maximum, so the mask is the maxima's, applied to ``g``."""
     n, _, _, c = x.shape
     best = _window_max(xp, x, win, geo, kh, kw)
     if best.dtype.kind == "f" and bool(xp.isnan(best).any()):
         return False
+    if relu:
+        g = g * (best > 0)
     shape6 = (n, geo.oh, kh, geo.ow, kw, c)
     marks = xp.equal(x.reshape(shape6), best[:, :, None, :, None, :])
     if int(xp.count_nonzero(marks)) != best.size:

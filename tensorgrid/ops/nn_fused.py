@@ -1,6 +1,11 @@
 """Fused op definitions that the compiler writes into plans (``compiler.remap``); graphs built
 with the python API never hold them.
 
+``_FusedMaxPoolGrad(orig_input, orig_output, grad)`` with ``fused_ops = ["ReluGrad"]`` is
+``ReluGrad(MaxPoolGrad(orig_input, orig_output, grad), orig_input)``: the gradient through a max
+pool of a relu's output and then through that relu (the relu's output is the pool's input, so one
+input serves both). Its attrs are ``MaxPoolGrad``'s plus ``fused_ops``.
+
 ``_FusedConv2D(input, filter, bias)`` is ``Conv2D`` followed by adding ``bias`` (one value per
 output channel) and, when ``fused_ops`` is ``["BiasAdd", "Relu"]``, a relu: TensorFlow's remapper
 op of that name, with its three inputs spelled out instead of a list. Its attrs are ``Conv2D``'s
@@ -15,7 +20,16 @@ from typing import Any
 from tensorgrid.core.registry import InferContext, TensorSpec, not_differentiable, op
 from tensorgrid.ops._attrs import declare_attrs
 from tensorgrid.ops._infer import spec
-from tensorgrid.ops.nn import _CONV_DEFAULTS, _conv_out, _float_conv, _merge, _rank4, text_attr
+from tensorgrid.ops.nn import (
+    _CONV_DEFAULTS,
+    _POOL_DEFAULTS,
+    _conv_out,
+    _float_conv,
+    _max_pool_grad,
+    _merge,
+    _rank4,
+    text_attr,
+)
 
 # the epilogues a fused convolution may carry, in order
 FUSED_CONV_OPS = (("BiasAdd",), ("BiasAdd", "Relu"))
@@ -46,9 +60,14 @@ def _fused_conv2d(ctx: InferContext) -> Sequence[TensorSpec]:
     return [spec(dt, out)]
 
 
+op("_FusedMaxPoolGrad", defaults={**_POOL_DEFAULTS, "fused_ops": ["ReluGrad"]})(
+    _max_pool_grad(0))
+
 declare_attrs({
     "_FusedConv2D": ("T data_format dilations explicit_paddings padding strides "
                      "use_cudnn_on_gpu fused_ops:list(string)"),
+    "_FusedMaxPoolGrad": ("T data_format explicit_paddings ksize padding strides "
+                          "fused_ops:list(string)"),
 })
 # written into plans after gradients are built: no graph a gradient is taken of holds one
-not_differentiable("_FusedConv2D")
+not_differentiable("_FusedConv2D", "_FusedMaxPoolGrad")

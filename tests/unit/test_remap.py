@@ -209,3 +209,69 @@ def test_fused_kernel_refuses_a_bias_of_the_wrong_size() -> None:
                       name="fused")
         with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError, match="bias"):
             sess.run(out, {x: np.ones((1, 4, 4, 2), np.float32), b: np.ones(2, np.float32)})
+
+
+# ------------------------------------------------------------------------------ pool gradient
+
+
+def pool_grads(x: np.ndarray, g: np.ndarray, ksize: list[int], strides: list[int],
+               padding: str) -> tuple[np.ndarray, np.ndarray]:
+    """(the fused kernel's result, ReluGrad(MaxPoolGrad) run as two nodes) in one step: the
+    separate pair stays unfused because its MaxPoolGrad is fetched too."""
+    attrs = {"ksize": ksize, "strides": strides, "padding": padding}
+    with tf.Graph().as_default():
+        xt, gt = tf.constant(x), tf.constant(g)
+        y = nn.max_pool(xt, ksize, strides, padding)
+        fused = make_op("_FusedMaxPoolGrad", [xt, y, gt], {**attrs, "fused_ops": ["ReluGrad"]},
+                        name="fused")
+        pool_grad = make_op("MaxPoolGrad", [xt, y, gt], attrs)
+        separate = make_op("ReluGrad", [pool_grad, xt])
+        got, want, _ = run_all([fused, separate, pool_grad])
+    return got, want
+
+
+def run_all(fetches: list[Any]) -> list[np.ndarray]:
+    with tf.Session() as sess:
+        return sess.run(fetches)
+
+
+@pytest.mark.parametrize("shape,ksize,strides,padding", [
+    ((3, 8, 6, 8), [1, 2, 2, 1], [1, 2, 2, 1], "VALID"),  # tiled: the masked maxima
+    ((2, 7, 9, 3), [1, 3, 3, 1], [1, 2, 2, 1], "SAME"),  # overlapping and padded
+    ((1, 6, 6, 16), [1, 2, 2, 1], [1, 2, 2, 1], "SAME"),  # tiled, ties on 64-bit words
+])
+def test_fused_pool_grad_equals_max_pool_grad_then_relu_grad(shape, ksize, strides,
+                                                             padding) -> None:
+    x = np.maximum(RNG.standard_normal(shape), 0).astype(np.float32)  # a relu's output: ties
+    x[0, 0, 0, 0] = np.nan if padding == "VALID" else x[0, 0, 0, 0]  # NaN: the per-tap path
+    with tf.Graph().as_default():
+        y_shape = nn.max_pool(tf.constant(x), ksize, strides, padding).shape.as_list()
+    g = RNG.standard_normal(y_shape).astype(np.float32)
+    got, want = pool_grads(x, g, ksize, strides, padding)
+    np.testing.assert_array_equal(got, want)
+    x2 = np.maximum(RNG.standard_normal(shape), 0).astype(np.float32)
+    got, want = pool_grads(x2, g, ksize, strides, padding)
+    np.testing.assert_array_equal(got, want)
+    assert np.count_nonzero(got) < got.size
+
+
+def test_relu_then_max_pool_gradient_is_fused_only_when_the_pool_grad_is_read_once() -> None:
+    x = RNG.standard_normal((2, 6, 6, 4), dtype=np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        xin = tf.placeholder(tf.float32, x.shape)
+        act = nn.relu(xin)
+        loss = tf.reduce_sum(nn.max_pool(act, [1, 2, 2, 1], [1, 2, 2, 1], "VALID") ** 2)
+        (dx,) = tf.gradients(loss, [xin])
+    nodes = optimized(g, [xin], [dx])
+    ops = ops_of(nodes)
+    assert ops[dx.op.name] == "_FusedMaxPoolGrad" and "MaxPoolGrad" not in ops.values()
+    with tf.Session(graph=g) as sess:
+        got = sess.run(dx, {xin: x})
+    pool_grad = dx.op.inputs[0]
+    assert pool_grad.op.type == "MaxPoolGrad"
+    ops = ops_of(optimized(g, [xin], [dx, pool_grad]))  # the pool's gradient fetched as well
+    assert ops[dx.op.name] == "ReluGrad" and ops[pool_grad.op.name] == "MaxPoolGrad"
+    with tf.Session(graph=g) as sess:
+        want, _ = sess.run([dx, pool_grad], {xin: x})
+    np.testing.assert_array_equal(got, want)
