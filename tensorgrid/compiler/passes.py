@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorgrid.compiler.remap import fuse_conv_bias_relu
 from tensorgrid.core import dtypes, errors, registry
 from tensorgrid.core.ir import (
     CONTROL_FLOW_OPS,
@@ -240,7 +241,9 @@ def _fold_shape(n: NodeDef, specs: Specs) -> list[np.ndarray] | None:
 
 def optimize(nodes: Sequence[NodeDef], specs: Specs, protected: frozenset[str] | set[str],
              *, do_cse: bool = True, do_constant_folding: bool = True) -> list[NodeDef]:
-    """Run the enabled passes: CSE, then constant folding, then CSE again on what folding exposed.
+    """Run the enabled passes: CSE, then constant folding, then CSE again on what folding exposed;
+    last the remapper (``compiler.remap``: convolution + bias + relu as one node), once folding
+    has removed the Shape nodes that read a convolution's output for its gradient.
 
     Returns the nodes in topological order.
     """
@@ -250,4 +253,4 @@ def optimize(nodes: Sequence[NodeDef], specs: Specs, protected: frozenset[str] |
         # a second CSE only finds something when folding made new constants
         changed = len(folded) != len(out) or any(a is not b for a, b in zip(folded, out))
         out = cse(folded, protected, ordered=True) if do_cse and changed else folded
-    return out
+    return fuse_conv_bias_relu(out, specs, protected)

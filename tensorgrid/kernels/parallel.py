@@ -25,7 +25,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tensorgrid.kernels.heap import keep_freed_memory
+
 R = TypeVar("R")
+
+# the kernels' large temporaries reuse the heap's pages from step to step (see kernels.heap)
+keep_freed_memory()
 
 
 class BlockRunner:
@@ -170,6 +175,24 @@ class _Job:
 _RUNNER = BlockRunner()
 
 
+# A memory-bound kernel (a pool, an activation's gradient) splits its batch over the block
+# runner only from this many bytes of input, into this many blocks per thread: a few, so a thread
+# that is not scheduled leaves its share to the others, each large enough that handing it over
+# costs little next to its work. On two threads the CNN of bench/local.py's first max-pool
+# gradient (6.4 MB) ran 2.5 -> 1.5 ms; its second (3.2 MB) ran 1.0 -> 1.15 ms, so it stays whole.
+SPLIT_BYTES = 4 << 20
+BLOCKS_PER_THREAD = 2
+
+
+def split_batch(fn: Callable[[int, int], R], n: int, nbytes: int) -> list[R]:
+    """``fn(b0, b1)`` over a memory-bound kernel's batch of ``n`` (``nbytes`` of input): a few
+    blocks on the block runner when the input holds ``SPLIT_BYTES`` or more, else one call on the
+    caller. ``fn`` writes only its own block of its output (see ``BlockRunner.run``)."""
+    if nbytes < SPLIT_BYTES or n <= 1:
+        return [fn(0, n)]
+    return _RUNNER.run(fn, n, -(-n // (BLOCKS_PER_THREAD * max(1, _RUNNER.threads()))))
+
+
 def run_blocks(fn: Callable[[int, int], R], n: int, block: int) -> list[R]:
     """``fn(b0, b1)`` for each block of ``block`` images of a batch of ``n``, on this process's
     block runner (see ``BlockRunner.run``)."""
@@ -177,74 +200,110 @@ def run_blocks(fn: Callable[[int, int], R], n: int, block: int) -> list[R]:
 
 
 
+# How a large product runs: on BLAS's own threads; split by rows over the block runner's threads,
+# BLAS single-threaded in each; or on the calling thread alone, BLAS single-threaded.
+THREADED, BLOCKS, SINGLE = "threaded", "blocks", "single"
+MODES = (THREADED, BLOCKS, SINGLE)
+
+
+# A mode measured this many times slower than the best is probed SLOW_PROBE_FACTOR times less often.
+SLOW_RATIO = 1.5
+SLOW_PROBE_FACTOR = 4
+
+
 class BlasChooser:
-    """Whether large products run on BLAS's own threads or on one, chosen by measured speed.
+    """How large products run (one of ``MODES``), chosen by measured speed.
 
     BLAS's threads busy-wait between calls and meet at the end of each one. Alone on its cores
     that is the fastest way to multiply (a 784-256-10 MLP step: 0.8 ms on two threads, 1.3 ms on
     one); on a machine whose cores other processes also want, every call waits for a thread that
     is not scheduled, and the threads spinning between calls take the core from the work between
-    the products: the same step measured 5-40 ms. Neither setting is right for long, so time is
-    cut into periods, each run under one setting and measured as wall seconds per flop of the
-    large products made in it, everything between them included (a product timed alone looks
-    faster threaded while the spinning slows the rest of the step). The faster setting runs for
-    ``period_s``; the other is tried for ``probe_period_s`` once every ``probe_s``, so a change of
-    load is noticed both ways (a period is measured from the end of its first product, which
-    pays for waking BLAS's threads). A period with a pause longer than ``idle_s`` between products is
-    not counted (the process was doing something else). On one thread BLAS is held at one for the
-    whole process while the product runs (the block runner's hold), so no BLAS thread spins.
+    the products: the same step measured 5-40 ms. After a call they spin on for a while (OpenBLAS:
+    ~2^28 cycles, ~70 ms of a core), so a process that also runs convolution blocks on its own
+    threads (the CNN of ``bench/local.py``) lost a core to them all the time: splitting its
+    products over the block runner instead leaves BLAS's threads asleep and halved its CPU per step.
+    No mode is right for long, so time is cut into periods, each run under one mode and measured
+    as wall seconds per flop of the large products made in it, everything between them included
+    (a product timed alone looks faster threaded while the spinning slows the rest of the step).
+    The fastest mode runs for ``period_s``; each other is tried for ``probe_period_s`` once every
+    ``probe_s`` (``SLOW_PROBE_FACTOR`` times that for one measured ``SLOW_RATIO`` times slower than
+    the best), so a change of load is noticed every way. A period is measured from the end of
+    its first product (which pays for waking threads), and one that follows a threaded period
+    from its first product ending ``settle_s`` after its start (BLAS's threads are still spinning
+    until then). A period with a pause longer than ``idle_s`` between products is not counted
+    (the process was doing something else), and after a pause longer than ``forget_s`` every mode
+    is measured afresh (the products that follow may be another model's).
     """
 
     def __init__(self, probe_s: float = 4.0, period_s: float = 0.5, probe_period_s: float = 0.1,
-                 idle_s: float = 0.05) -> None:
+                 idle_s: float = 0.5, settle_s: float = 0.15, forget_s: float = 2.0,
+                 modes: tuple[str, ...] = MODES) -> None:
         self.probe_s, self.period_s, self.probe_period_s = probe_s, period_s, probe_period_s
-        self.idle_s = idle_s
-        self.cost = {True: 0.0, False: 0.0}  # seconds per flop, threaded / single; 0 = unknown
-        self.measured = {True: -1e9, False: -1e9}  # when each was last measured
-        self.threaded = True  # the setting of the current period
+        self.idle_s, self.settle_s, self.forget_s, self.modes = idle_s, settle_s, forget_s, modes
+        self.cost = dict.fromkeys(modes, 0.0)  # seconds per flop; 0 = unknown
+        self.measured = dict.fromkeys(modes, -1e9)  # when each was last measured
+        self.mode = modes[0]  # the mode of the current period
         self.start = -1.0  # when the current period began (< 0: none yet)
         self.length = probe_period_s
         self.flops = 0
         self.last = -1.0  # when the last product ended
-        self.warming = False  # the period's first product is not counted (threads wake up)
+        self.warming = False  # the period's first products are not counted (threads wake up)
+        self.settle_until = -1.0  # products ending before this are not counted
 
-    def pick(self, now: float) -> bool:
-        """True: let BLAS use its threads for the next product (the current period's setting,
-        or the next period's when this one is over)."""
+    def pick(self, now: float) -> str:
+        """The mode for the next product (the current period's, or the next period's when this
+        one is over)."""
         if self.start < 0.0 or now - self.last > self.idle_s:
-            self._begin(now, self.threaded, self.length)  # the first, or after a pause
-        elif now - self.start >= self.length:
+            if self.start >= 0.0 and now - self.last > self.forget_s:
+                # a long pause: other products may follow (another model in the same process),
+                # so every mode is measured again rather than judged by the last model's figures
+                self.cost = dict.fromkeys(self.modes, 0.0)
+                self.measured = dict.fromkeys(self.modes, -1e9)
+            self._begin(now, self.mode, self.length)  # the first, or after a pause
+        elif not self.warming and now - self.start >= self.length:
             # (read once: kernels on other threads may begin the next period meanwhile; a
             # measurement they disturb is one period's, corrected by the next)
-            flops, threaded = self.flops, self.threaded
+            flops, mode = self.flops, self.mode
             if flops > 0:
-                self.cost[threaded] = (now - self.start) / flops
-                self.measured[threaded] = now
+                self.cost[mode] = (now - self.start) / flops
+                self.measured[mode] = now
             self._next(now)
-        return self.threaded
+        return self.mode
 
     def record(self, now: float, flops: int) -> None:
-        """A product of ``flops`` ended at ``now`` under the current period's setting."""
-        if self.warming:  # the period is measured from the end of its first product
-            self.warming, self.start = False, now
+        """A product of ``flops`` ended at ``now`` under the current period's mode."""
+        if self.warming:  # the period is measured from the end of its first (settled) product
+            if now >= self.settle_until:
+                self.warming, self.start = False, now
         else:
             self.flops += flops
         self.last = now
 
     def _next(self, now: float) -> None:
-        other = not self.threaded
-        if self.cost[other] == 0.0 or now - self.measured[other] > self.probe_s:
-            self._begin(now, other, self.probe_period_s)  # unknown or old: try it
-        else:
-            best = self.cost[True] <= self.cost[False]
-            self._begin(now, best, self.period_s)
+        known = [self.cost[m] for m in self.modes if self.cost[m] > 0.0]
+        best_cost = min(known, default=0.0)
+        for other in self.modes:  # an unknown or old measurement first: try it
+            if other == self.mode:
+                continue
+            # a mode measured far slower is tried less often: a threaded probe leaves BLAS's
+            # threads spinning beside the block runner's for a while after it
+            far = self.cost[other] > SLOW_RATIO * best_cost
+            if self.cost[other] == 0.0 or \
+                    now - self.measured[other] > self.probe_s * (SLOW_PROBE_FACTOR if far else 1):
+                self._begin(now, other, self.probe_period_s)
+                return
+        best = min(self.modes, key=lambda m: self.cost[m])
+        self._begin(now, best, self.period_s)
 
-    def _begin(self, now: float, threaded: bool, length: float) -> None:
-        self.threaded, self.start, self.length, self.flops = threaded, now, length, 0
+    def _begin(self, now: float, mode: str, length: float) -> None:
+        spinning = self.mode == THREADED and mode != THREADED and self.start >= 0.0
+        self.settle_until = now + (self.settle_s if spinning else 0.0)
+        self.mode, self.start, self.length, self.flops = mode, now, length, 0
         self.last, self.warming = now, True
 
 
-# Products smaller than this leave BLAS to decide (it runs them on one thread anyway).
+# Products smaller than this are not timed: they run on BLAS's threads in a threaded period
+# (BLAS itself keeps the smallest on one) and on one thread otherwise.
 MIN_CHOOSE_FLOPS = 4_000_000
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _CHOOSER = BlasChooser()
@@ -252,22 +311,64 @@ _CHOOSER = BlasChooser()
 
 def matmul(a: Any, b: Any) -> Any:
     """``a @ b``; a large float product of 2-D arrays, while BLAS may use several threads, runs
-    on BLAS's threads or on one thread, whichever ``BlasChooser`` measures faster now.
+    in the mode (``MODES``) that ``BlasChooser`` measures fastest now.
     The result is ``np.matmul``'s either way (up to the BLAS's summation order)."""
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.ndim != 2 \
             or b.ndim != 2 or a.dtype not in _FLOATS or b.dtype != a.dtype:
         return np.matmul(a, b)
-    flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
-    if flops < MIN_CHOOSE_FLOPS or _RUNNER.threads() <= 1:
+    threads = _RUNNER.threads()
+    if threads <= 1:
         return np.matmul(a, b)
-    threaded = _CHOOSER.pick(time.perf_counter())
-    if threaded:
+    flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
+    if flops < MIN_CHOOSE_FLOPS:
+        # OpenBLAS splits products from ~0.5 MFLOP up: outside a threaded period one would
+        # wake its threads, which then spin beside the block runner's
+        return np.matmul(a, b) if _CHOOSER.mode == THREADED else _matmul_single(a, b)
+    mode = _CHOOSER.pick(time.perf_counter())
+    if mode == THREADED:
         out = np.matmul(a, b)
+    elif mode == BLOCKS:
+        out = _matmul_on_blocks(a, b, threads)
     else:
-        _RUNNER.hold_single()
-        try:
-            out = np.matmul(a, b)
-        finally:
-            _RUNNER.release_single()
+        out = _matmul_single(a, b)
     _CHOOSER.record(time.perf_counter(), flops)
+    return out
+
+
+def _matmul_single(a: Any, b: Any, out: Any = None) -> Any:
+    """``a @ b`` on the calling thread, BLAS held at one thread for the process meanwhile."""
+    _RUNNER.hold_single()
+    try:
+        return np.matmul(a, b, out=out)
+    finally:
+        _RUNNER.release_single()
+
+
+# Rows (or columns) per block of a product split over the block runner, at least: fewer make
+# BLAS's single-threaded kernels run short panels (and a product this short is quick anyway).
+MIN_SPLIT_ROWS = 16
+
+
+def _matmul_on_blocks(a: Any, b: Any, threads: int) -> Any:
+    """``a @ b`` split into one block per thread on the block runner (a block whose thread is
+    not scheduled is taken by one that is): by rows of ``a`` when the result has more rows than
+    columns, else by columns of ``b``, so each thread reads (and BLAS packs) only its share of
+    the larger operand: a dense layer's 64 x 3136 @ 3136 x 1024 reads half its weights per
+    thread, where a split by rows read them all twice."""
+    m, n = a.shape[0], b.shape[1]
+    by_rows = m >= n
+    size = m if by_rows else n
+    block = max(MIN_SPLIT_ROWS, -(-size // threads))
+    if block >= size:  # too small to split
+        return _matmul_single(a, b)
+    out = np.empty((m, n), dtype=a.dtype)
+
+    def rows(r0: int, r1: int) -> None:
+        np.matmul(a[r0:r1], b, out=out[r0:r1])
+
+    def columns(c0: int, c1: int) -> None:
+        # a column block of the result is a strided view BLAS writes directly (unit column stride)
+        np.matmul(a, b[:, c0:c1], out=out[:, c0:c1])
+
+    _RUNNER.run(rows if by_rows else columns, size, block)
     return out

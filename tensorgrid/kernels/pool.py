@@ -20,6 +20,7 @@ import numpy as np
 from tensorgrid.core import errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
+from tensorgrid.kernels.parallel import split_batch
 from tensorgrid.kernels.windows import (
     Geometry,
     crop,
@@ -29,7 +30,7 @@ from tensorgrid.kernels.windows import (
     tap_view,
     window_of,
 )
-from tensorgrid.ops.nn import Window
+from tensorgrid.ops.nn import Window, text_attr
 
 BOTH = ("CPU", "GPU")
 
@@ -109,6 +110,23 @@ def _max_pool(ctx: KernelContext) -> Callable[[Any], Any]:
 
 @kernel("MaxPoolGrad", BOTH)
 def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    return _max_pool_grad_kernel(ctx, relu=False)
+
+
+@kernel("_FusedMaxPoolGrad", BOTH)
+def _fused_max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    """MaxPoolGrad then ReluGrad by the pool's input, as ``compiler.remap`` fuses them: the
+    relu's mask is applied to the window maxima's gradient (a quarter of the input for a 2x2
+    pool) instead of in a pass of its own over the input-sized result."""
+    fused = tuple(text_attr(v) for v in ctx.attr("fused_ops"))
+    if fused != ("ReluGrad",):
+        raise ctx.error(errors.InvalidArgumentError, f"unsupported fused_ops {list(fused)}")
+    return _max_pool_grad_kernel(ctx, relu=True)
+
+
+def _max_pool_grad_kernel(ctx: KernelContext, relu: bool) -> Callable[[Any, Any, Any], Any]:
+    """MaxPoolGrad, times ``orig_input > 0`` when ``relu`` (the gradient through the relu whose
+    output the pool read)."""
     xp = ctx.xp
     win = window_of(ctx, dilated=False)
     kh, kw = _ksize(ctx)
@@ -123,7 +141,7 @@ def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
             raise errors.InvalidArgumentError(
                 f"grad has shape {list(g.shape)}, expected {[n, geo.oh, geo.ow, c]}")
         if g.size and tiled(geo):
-            dx = _tiled_max_pool_grad(xp, x, g, win, geo, kh, kw)
+            dx = _tiled_max_pool_grad(xp, x, g, win, geo, kh, kw, relu)
             if dx is not None:
                 return dx
         hp, wp = geo.padded
@@ -136,7 +154,10 @@ def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
                 view += g * mine
             else:  # each input pixel is in one window at most: a plain write
                 xp.multiply(g, mine, out=view)
-        return crop(xp, dxpad, geo)
+        dx = crop(xp, dxpad, geo)
+        if relu:
+            xp.multiply(dx, x > 0, out=dx)
+        return dx
 
     def tiled(geo: Geometry) -> bool:
         """Whether the windows tile the input exactly: no padding, no overlap, no leftover."""
@@ -147,35 +168,74 @@ def _max_pool_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
 
 
 def _tiled_max_pool_grad(xp: Any, x: Any, g: Any, win: Window, geo: Geometry, kh: int,
-                         kw: int) -> Any:
+                         kw: int, relu: bool = False) -> Any:
     """The max-pool gradient when the windows tile the input (the usual 2x2 pool of stride 2 on
     an even size), or None when some window's maximum is a NaN.
 
     The input seen as (n, oh, kh, ow, kw, c) is a plain reshape; one broadcast comparison with
     the window maxima marks the winners and one broadcast multiply writes the whole gradient: two
     passes over the input instead of a few per tap. Where one count of the marks shows a window
-    with several (every window has at least one), the first in tap order keeps its mark.
+    with several (every window has at least one), the first in tap order keeps its mark. A large
+    batch is split into a few blocks of images run on the block runner's threads (numpy releases
+    the GIL in each pass).
     """
+    dx = xp.empty(x.shape, dtype=g.dtype)
+
+    def block(b0: int, b1: int) -> bool:
+        return _tiled_block(xp, x[b0:b1], g[b0:b1], dx[b0:b1], win, geo, kh, kw, relu)
+
+    return dx if all(_split(xp, block, x)) else None
+
+
+def _split(xp: Any, fn: Callable[[int, int], Any], x: Any) -> list[Any]:
+    """``fn`` over blocks of ``x``'s batch (numpy: ``split_batch``; other array modules whole)."""
+    if xp is np:
+        return split_batch(fn, x.shape[0], x.nbytes)
+    return [fn(0, x.shape[0])]
+
+
+def _tiled_block(xp: Any, x: Any, g: Any, dx: Any, win: Window, geo: Geometry, kh: int,
+                 kw: int, relu: bool) -> bool:
+    """``_tiled_max_pool_grad`` for one block of images, written into ``dx``; False when a
+    window's maximum is a NaN. With ``relu``, times ``x > 0``: the only nonzero of a window's
+    gradient sits on its maximum, so the mask is the maxima's, applied to ``g``."""
     n, _, _, c = x.shape
     best = _window_max(xp, x, win, geo, kh, kw)
     if best.dtype.kind == "f" and bool(xp.isnan(best).any()):
-        return None
+        return False
+    if relu:
+        g = g * (best > 0)
     shape6 = (n, geo.oh, kh, geo.ow, kw, c)
     marks = xp.equal(x.reshape(shape6), best[:, :, None, :, None, :])
     if int(xp.count_nonzero(marks)) != best.size:
-        # a tie (after a relu, every all-zero window): the first maximum must win alone, so each
-        # tap in turn keeps only the marks of windows no earlier tap has won
-        free = None
-        for _, i, j in _taps(kh, kw):
-            mine = marks[:, :, i, :, j, :]
-            if free is None:
-                free = xp.logical_not(mine)
-            else:
-                xp.logical_and(mine, free, out=mine)
-                xp.logical_xor(free, mine, out=free)
-    dx = xp.empty(x.shape, dtype=g.dtype)
+        _keep_first_marks(xp, marks, kh, kw)
     xp.multiply(marks, g[:, :, None, :, None, :], out=dx.reshape(shape6))
-    return dx
+    return True
+
+
+_ONES = 0x0101010101010101  # a true bool in each byte of a 64-bit word
+
+
+def _keep_first_marks(xp: Any, marks: Any, kh: int, kw: int) -> None:
+    """Where windows tie (after a relu, every all-zero window), keep only the first maximum's
+    mark: each tap in turn keeps the marks of windows no earlier tap has won.
+
+    Bools are bytes of 0 or 1, so with channels in multiples of 8 the passes run on 64-bit words
+    of 8 marks each (and, xor, and xor with all-ones bytes for not): 8x fewer elements than on
+    the bools (CNN first pool: 0.7 -> 0.2 ms).
+    """
+    words = marks
+    ones: Any = True
+    if xp is np and marks.flags.c_contiguous and marks.shape[-1] % 8 == 0 and marks.size:
+        words, ones = marks.view(np.uint64), np.uint64(_ONES)
+    free = None
+    for _, i, j in _taps(kh, kw):
+        mine = words[:, :, i, :, j, :]
+        if free is None:
+            free = xp.bitwise_xor(mine, ones)  # not: every window is free of earlier taps but these
+        else:
+            xp.bitwise_and(mine, free, out=mine)
+            xp.bitwise_xor(free, mine, out=free)  # mine is a subset of free: this clears it
 
 
 @kernel("MaxPoolGradGrad", BOTH)

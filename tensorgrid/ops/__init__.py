@@ -17,6 +17,7 @@ from tensorgrid.ops import (
     math_reduce,
     math_special,
     nn,
+    nn_fused,
     nn_norm,
     optional_list,
     random,

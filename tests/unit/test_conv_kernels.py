@@ -12,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 import tensorgrid as tf
 import tensorgrid.kernels.conv as kconv
+import tensorgrid.kernels.parallel as kparallel
 import tensorgrid.nn as nn
 from tensorgrid.framework.convert import make_op
 from tensorgrid.testing import check_gradients
@@ -121,6 +123,9 @@ CONV_CASES = [
     (1, 7, 7, 2, 2, 2, 3, (1, 1), (2, 1)),
     (2, 5, 6, 8, 1, 1, 4, (1, 1), (1, 1)),
     (1, 3, 3, 2, 5, 5, 2, (1, 1), (1, 1)),  # a filter larger than the input (SAME only)
+    # one input channel: im2col built transposed, one row per tap
+    (3, 9, 8, 1, 3, 3, 4, (2, 2), (1, 1)),
+    (2, 8, 9, 1, 3, 2, 5, (1, 1), (2, 1)),
 ]
 
 
@@ -159,7 +164,7 @@ def test_conv_kernels_match_direct_loops(case, padding) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("case", [CONV_CASES[3], CONV_CASES[4], CONV_CASES[1]])
+@pytest.mark.parametrize("case", [CONV_CASES[3], CONV_CASES[4], CONV_CASES[1], CONV_CASES[8]])
 def test_blocks_on_threads_give_the_same_result(monkeypatch, case) -> None:
     # a one-byte budget (and a one-row minimum) makes every image its own block: blocks then run
     # on the block runner's threads (when BLAS has several), each with its own scratch
@@ -380,3 +385,32 @@ def test_block_runner_keeps_order_raises_and_restores_blas_threads() -> None:
         with pytest.raises(ValueError, match="block at 6"):
             runner.run(bad, 10, 3)
         assert blas_threads() == before
+
+
+def test_tiled_max_pool_grad_split_over_threads_matches_one_block(monkeypatch) -> None:
+    """A batch large enough to be split into blocks of images on the block runner gives the
+    gradient one block does, ties (all-zero windows after a relu) and the NaN fallback included."""
+    x = np.maximum(RNG.standard_normal((9, 8, 6, 4)), 0).astype(np.float32)  # many ties at 0
+    g = RNG.standard_normal((9, 4, 3, 4)).astype(np.float32)
+    xn = x.copy()
+    xn[4, 2, 2, 1] = np.nan  # one window's max is a NaN: the per-tap path takes over
+    attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+
+    def grads() -> list[np.ndarray]:
+        with tf.Graph().as_default():
+            outs = []
+            for data in (x, xn):
+                y = nn.max_pool(tf.constant(data), [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+                outs.append(make_op("MaxPoolGrad", [tf.constant(data), y, tf.constant(g)], attrs))
+            return run(outs)
+
+    whole = grads()
+    monkeypatch.setattr(kparallel, "SPLIT_BYTES", 1)  # every batch split into blocks of images
+    with threadpool_limits(2, user_api="blas"):
+        split = grads()
+    for a, b in zip(whole, split):
+        np.testing.assert_array_equal(a, b)
+    # the first maximum of each window takes the whole gradient; an all-zero window its first tap
+    _, _, where = ref_pool(x, (2, 2), (2, 2), "VALID")
+    np.testing.assert_allclose(split[0], ref_max_pool_grad(x, g, where), rtol=1e-6)
+
