@@ -39,8 +39,8 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tensorgrid.core.serde import GraphLimits
+from tensorgrid.kernels.heap import KEEP_BYTES
 from tensorgrid.master.cluster import ClusterState, normalize_cluster
-from tensorgrid.runtime.allocator import KEEP_BYTES
 from tensorgrid.transport.tls import TlsFiles, client_ssl_context
 
 MiB = 1024 * 1024

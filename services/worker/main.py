@@ -17,8 +17,8 @@ from collections.abc import Callable
 import tensorgrid.checkpoint  # noqa: F401 - registers the checkpoint kernels this task runs
 from tensorgrid.client.local import task_devices
 from tensorgrid.core import errors
+from tensorgrid.kernels.heap import keep_freed_memory
 from tensorgrid.master.cluster import ClusterState
-from tensorgrid.runtime.allocator import keep_freed_memory
 from tensorgrid.runtime.threads import limit_blas_threads
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.settings import TaskSettings

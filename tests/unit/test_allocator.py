@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tensorgrid.runtime.allocator import keep_freed_memory
+from tensorgrid.kernels.heap import keep_freed_memory
 from tensorgrid.settings import ClientSettings
 
 # in a fresh process (mallopt is process-wide): 30 "steps", each making a 3.2 MB array, its
@@ -19,7 +19,7 @@ from tensorgrid.settings import ClientSettings
 _STEPS = r"""
 import json, resource, sys, threading
 import numpy as np
-from tensorgrid.runtime.allocator import keep_freed_memory
+from tensorgrid.kernels.heap import keep_freed_memory
 applied = keep_freed_memory() if sys.argv[1] == "keep" else False
 out = {}
 def steps():

@@ -19,11 +19,11 @@ from tensorgrid.client.local import task_devices
 from tensorgrid.client.remote import register_local_master, unregister_local_master
 from tensorgrid.client.train.cluster_spec import ClusterSpec
 from tensorgrid.core import errors
+from tensorgrid.kernels.heap import keep_freed_memory
 from tensorgrid.master.cluster import ClusterState, task_name
 from tensorgrid.master.core import MasterCore
 from tensorgrid.master.health_monitor import HealthMonitor
 from tensorgrid.master.inprocess import InProcessTaskClient
-from tensorgrid.runtime.allocator import keep_freed_memory
 from tensorgrid.runtime.threads import fair_share, limit_blas_threads
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.settings import ClientSettings
