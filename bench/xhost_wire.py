@@ -38,14 +38,18 @@ from tensorgrid.transport.frames import DataPlaneServer, FramedCall, RawFrame
 from tensorgrid.transport.recvbuf import ReceiveBuffers
 
 PORT_FILE = "port"
+CPU_FILE = "server-cpu"
 PEER = "/job:ps/replica:0/task:0"
 
 
 class _OneArray:
-    """A servicer whose RecvTensorStream answers every request with ``array``, as RAW pieces."""
+    """A servicer whose RecvTensorStream answers every request with ``array``, as RAW pieces;
+    after each answer is sent, the process's CPU seconds so far go to ``cpu_file``."""
 
-    def __init__(self, array: np.ndarray) -> None:
+    def __init__(self, array: np.ndarray, cpu_file: Path) -> None:
         self.array = array
+        self.cpu_file = cpu_file
+        self.cpu0 = time.process_time()  # imports and set-up are not the plane's
 
     async def RecvTensorStream(self, requests: AsyncIterator[Any],
                                context: Any) -> AsyncIterator[Any]:
@@ -57,18 +61,21 @@ class _OneArray:
                 else:
                     yield worker_pb2.RecvTensorStreamResponse(request_id=msg.request_id,
                                                               chunk=chunk)
+            self.cpu_file.write_text(str(time.process_time() - self.cpu0))
 
 
 async def serve(nbytes: int, port_file: Path) -> None:
     """The producing host: serve until killed; the port is written to ``port_file``."""
-    server = DataPlaneServer(_OneArray(np.ones(nbytes // 4, np.float32)), "0.0.0.0")
+    array = np.ones(nbytes // 4, np.float32)
+    server = DataPlaneServer(_OneArray(array, port_file.with_name(CPU_FILE)), "0.0.0.0")
     port = await server.start()
     port_file.write_text(str(port))
     await asyncio.Event().wait()
 
 
-async def fetch(address: str, nbytes: int, reps: int) -> list[float]:
-    """The consuming host: ``reps`` pulls of the array, one at a time; GB/s of each."""
+async def fetch(address: str, nbytes: int, reps: int) -> tuple[list[float], float]:
+    """The consuming host: ``reps`` pulls of the array, one at a time; GB/s of each, and the
+    CPU seconds this process spent per GB received."""
     pending: dict[int, tuple[tensors.Assembler, asyncio.Future[Any]]] = {}
 
     def sink(msg: Any, n: int) -> memoryview | None:
@@ -87,6 +94,7 @@ async def fetch(address: str, nbytes: int, reps: int) -> list[float]:
     buffers = ReceiveBuffers()  # as a task's RecvTensor client has
     reader: asyncio.Task[None] | None = None
     rates = []
+    cpu0 = time.process_time()
     for rid in range(1, reps + 1):
         fut = asyncio.get_running_loop().create_future()
         pending[rid] = (tensors.Assembler(peer=PEER, buffers=buffers), fut)
@@ -100,7 +108,7 @@ async def fetch(address: str, nbytes: int, reps: int) -> list[float]:
             raise errors.DataLossError(f"pull {rid} gave {value.nbytes} bytes")
         del pending[rid], fut, value
     call.cancel()
-    return rates
+    return rates, (time.process_time() - cpu0) / (nbytes * reps / 1e9)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(serve(nbytes, work / PORT_FILE))
         return 0
     if a.role == "client":
-        rates = asyncio.run(fetch(a.peer, nbytes, a.reps))
-        print("RATES " + json.dumps(rates), flush=True)
+        rates, cpu = asyncio.run(fetch(a.peer, nbytes, a.reps))
+        print("RATES " + json.dumps({"rates": rates, "cpu": cpu}), flush=True)
         return 0
     name = f"xhost.wire.{a.mb}MB" + (f".{a.rate}" if a.rate else "")
     why = unavailable_reason()
@@ -143,15 +151,21 @@ def main(argv: list[str] | None = None) -> int:
                              stdout=subprocess.PIPE, text=True)
         out, _ = client.communicate(timeout=300)
         hosts.stop(server)
+        server_cpu = float((work / CPU_FILE).read_text() or "nan")
     lines = [ln for ln in out.splitlines() if ln.startswith("RATES ")]
     if client.returncode != 0 or not lines:
         emit(status_row(name, "tensorgrid", "error", f"the receiver exited {client.returncode}"))
         return 1
-    rates = json.loads(lines[-1].split(" ", 1)[1])[1:]  # the first warms the path
+    got = json.loads(lines[-1].split(" ", 1)[1])
+    rates = got["rates"][1:]  # the first warms the path
     emit({"bench": name, "framework": "tensorgrid", "status": "ok", "unit": "GB/s",
           "better": "higher", "median": statistics.median(rates), "min": min(rates),
           "max": max(rates), "n": len(rates), "bytes": nbytes,
-          "link": a.rate or "unshaped veth"})
+          "link": a.rate or "unshaped veth",
+          # CPU per GB moved (user and system, whole process, warm-up included): on a loaded
+          # machine this says more about the plane's cost than the rate does
+          "receiver_cpu_s_per_gb": got["cpu"],
+          "sender_cpu_s_per_gb": server_cpu / (nbytes * a.reps / 1e9)})
     return 0
 
 
