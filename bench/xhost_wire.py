@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=int, default=256)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--rate", default=None, help="shape each host's egress (e.g. 1gbit)")
+    p.add_argument("--mtu", type=int, default=None, help="the simulated links' MTU")
     p.add_argument("--role", choices=["server", "client"], help=argparse.SUPPRESS)
     p.add_argument("--peer", help=argparse.SUPPRESS)
     p.add_argument("--dir", help=argparse.SUPPRESS)
@@ -130,13 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         rates, cpu = asyncio.run(fetch(a.peer, nbytes, a.reps))
         print("RATES " + json.dumps({"rates": rates, "cpu": cpu}), flush=True)
         return 0
-    name = f"xhost.wire.{a.mb}MB" + (f".{a.rate}" if a.rate else "")
+    name = f"xhost.wire.{a.mb}MB" + (f".{a.rate}" if a.rate else "") + \
+        (f".mtu{a.mtu}" if a.mtu else "")
     why = unavailable_reason()
     if why is not None:
         emit(status_row(name, "tensorgrid", "skipped", why))
         return 0
     with tempfile.TemporaryDirectory(prefix="tgbench_wire_") as d, \
-            SimulatedHosts(2, rate=a.rate) as hosts:
+            SimulatedHosts(2, rate=a.rate, mtu=a.mtu) as hosts:
         work = Path(d)
         me = [sys.executable, __file__, "--mb", str(a.mb), "--reps", str(a.reps), "--dir", d]
         server = hosts.popen(0, [*me, "--role", "server"])
@@ -161,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     emit({"bench": name, "framework": "tensorgrid", "status": "ok", "unit": "GB/s",
           "better": "higher", "median": statistics.median(rates), "min": min(rates),
           "max": max(rates), "n": len(rates), "bytes": nbytes,
-          "link": a.rate or "unshaped veth",
+          "link": a.rate or "unshaped veth", "mtu": a.mtu or 1500,
           # CPU per GB moved (user and system, whole process, warm-up included): on a loaded
           # machine this says more about the plane's cost than the rate does
           "receiver_cpu_s_per_gb": got["cpu"],
