@@ -31,9 +31,10 @@ from tensorgrid.cluster.simhosts import SimulatedHosts, unavailable_reason
 
 UNITS = ("transfer", "transfer.1gbit", "train.wide.async.1gbit", "train.wide.async.1gbit.bf16")
 HOSTS = 3
-# the MTU of the unshaped simulated network: jumbo frames cost each end ~10% less CPU per GB
-# than 1500 (bench/xhost_wire.py --mtu); shaped links keep the kernel's default, as a real
-# 1 Gbit link would
+# the MTU of the unshaped simulated network (ours to choose: it exists only on this machine):
+# fewer, bigger packets per GB raised both the kernel's figure and the data plane's by a third
+# or more on a 2-core VM (bench/xhost_iperf.py, bench/xhost_wire.py --mtu); shaped links keep
+# the kernel's default, as a real 1 Gbit link would
 UNSHAPED_MTU = 65000
 
 
