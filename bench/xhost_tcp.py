@@ -5,7 +5,8 @@ reaches is best read as a fraction of this figure, measured in the same sitting.
 
     python bench/xhost_tcp.py [--mb 16] [--reps 20] [--rate 1gbit]
 
-Row: ``xhost.tcp.raw.<MB>MB[.<rate>]`` in GB/s (median over ``--reps`` messages of ``--mb`` MB).
+Row: ``xhost.tcp.raw.<MB>MB[.<rate>]`` in GB/s (median over ``--reps`` messages of ``--mb``
+MB), with each end's CPU seconds per GB.
 Needs root; without it the row is reported as skipped with the reason.
 """
 
@@ -31,12 +32,15 @@ def serve(nbytes: int, reps: int) -> None:
     payload = memoryview(bytearray(b"\x01" * nbytes))
     with socket.create_server(("0.0.0.0", PORT)) as srv:
         conn, _ = srv.accept()
+        cpu0 = time.process_time()
         with conn:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             for _ in range(reps):
                 if not conn.recv(1):  # the receiver asks for each message
                     return
                 conn.sendall(payload)
+            # the sender's CPU per GB, for the receiver to print (sent after the last message)
+            conn.sendall(struct.pack("<d", (time.process_time() - cpu0) / (nbytes * reps / 1e9)))
 
 
 def fetch(host: str, nbytes: int, reps: int) -> None:
@@ -52,6 +56,7 @@ def fetch(host: str, nbytes: int, reps: int) -> None:
                 raise
             time.sleep(0.1)
     rates = []
+    cpu0 = time.process_time()
     with sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for _ in range(reps):
@@ -64,6 +69,15 @@ def fetch(host: str, nbytes: int, reps: int) -> None:
                     raise ConnectionError("the sender closed early")
                 got += n
             rates.append(nbytes / (time.perf_counter() - t0) / 1e9)
+        cpu = (time.process_time() - cpu0) / (nbytes * reps / 1e9)
+        sender = bytearray(8)
+        got = 0
+        while got < 8:
+            n = sock.recv_into(memoryview(sender)[got:])
+            if not n:
+                raise ConnectionError("the sender closed early")
+            got += n
+    rates += [cpu, *struct.unpack("<d", sender)]
     print("RATES " + struct.pack(f"<{len(rates)}d", *rates).hex(), flush=True)
 
 
@@ -72,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=int, default=16)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--rate", default=None, help="shape each host's egress (e.g. 1gbit)")
+    p.add_argument("--mtu", type=int, default=None, help="the simulated links' MTU")
     p.add_argument("--role", choices=["server", "client"], help=argparse.SUPPRESS)
     p.add_argument("--peer", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -82,13 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.role == "client":
         fetch(a.peer, nbytes, a.reps)
         return 0
-    name = f"xhost.tcp.raw.{a.mb}MB" + (f".{a.rate}" if a.rate else "")
+    name = f"xhost.tcp.raw.{a.mb}MB" + (f".{a.rate}" if a.rate else "") + \
+        (f".mtu{a.mtu}" if a.mtu else "")
     why = unavailable_reason()
     if why is not None:
         emit(status_row(name, "python", "skipped", why))
         return 0
     me = [sys.executable, __file__, "--mb", str(a.mb), "--reps", str(a.reps)]
-    with SimulatedHosts(2, rate=a.rate) as hosts:
+    with SimulatedHosts(2, rate=a.rate, mtu=a.mtu) as hosts:
         server = hosts.popen(0, [*me, "--role", "server"])
         client = hosts.popen(1, [*me, "--role", "client", "--peer", hosts.address(0)],
                              stdout=subprocess.PIPE, text=True)
@@ -99,11 +115,15 @@ def main(argv: list[str] | None = None) -> int:
         emit(status_row(name, "python", "error", f"the receiver exited {client.returncode}"))
         return 1
     raw = bytes.fromhex(lines[-1].split()[1])
-    rates = list(struct.unpack(f"<{len(raw) // 8}d", raw))[1:]  # the first warms the path
+    rates = list(struct.unpack(f"<{len(raw) // 8}d", raw))
+    rates, (receiver_cpu, sender_cpu) = rates[1:-2], rates[-2:]  # the first warms the path
     emit({"bench": name, "framework": "python", "status": "ok", "unit": "GB/s",
           "better": "higher", "median": statistics.median(rates), "min": min(rates),
           "max": max(rates), "n": len(rates), "bytes": nbytes,
-          "link": a.rate or "unshaped veth"})
+          "link": a.rate or "unshaped veth", "mtu": a.mtu or 1500,
+          # CPU per GB moved (user and system, whole process): the kernel's own cost, to set
+          # beside ``xhost_wire.py``'s
+          "receiver_cpu_s_per_gb": receiver_cpu, "sender_cpu_s_per_gb": sender_cpu})
     return 0
 
 

@@ -64,13 +64,20 @@ class SimulatedHosts:
         rate: the egress rate of every host's link for ``tc tbf`` (e.g. ``"1gbit"``), or None for
             an unshaped link.
         shm_bytes: the size of each host's own /dev/shm.
+        mtu: the MTU of every link of the simulated network (bridge, veth pairs), or None for
+            the kernel's default (1500). A veth link takes up to 65535: jumbo frames of a
+            network that exists only on this machine.
     """
 
-    def __init__(self, count: int, rate: str | None = None, shm_bytes: int = 1 << 30) -> None:
+    def __init__(self, count: int, rate: str | None = None, shm_bytes: int = 1 << 30,
+                 mtu: int | None = None) -> None:
         if count < 1:
             raise ValueError(f"a simulated cluster needs at least one host, got {count}")
+        if mtu is not None and not 68 <= mtu <= 65535:
+            raise ValueError(f"a link's MTU must be between 68 and 65535, got {mtu}")
         self.count = count
         self.rate = rate
+        self.mtu = mtu
         self.shm_bytes = shm_bytes
         tag = uuid.uuid4().hex[:6]
         self._bridge = f"{NAME_PREFIX}br{tag}"
@@ -100,11 +107,16 @@ class SimulatedHosts:
         _run("ip", "link", "add", self._bridge, "type", "bridge")
         self._made.append(("link", self._bridge))
         _run("ip", "link", "set", self._bridge, "up")
+        if self.mtu:
+            _run("ip", "link", "set", self._bridge, "mtu", str(self.mtu))
         for i, (ns, veth) in enumerate(zip(self.namespaces, self._veths, strict=True)):
             _run("ip", "netns", "add", ns)
             self._made.append(("netns", ns))
             _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
             self._made.append(("link", veth))
+            if self.mtu:
+                _run("ip", "link", "set", veth, "mtu", str(self.mtu))
+                _run("ip", "-n", ns, "link", "set", "eth0", "mtu", str(self.mtu))
             _run("ip", "link", "set", veth, "master", self._bridge, "up")
             _run("ip", "-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
             _run("ip", "-n", ns, "link", "set", "eth0", "up")

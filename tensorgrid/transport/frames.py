@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from tensorgrid.core import errors
+from tensorgrid.transport.sockstream import SocketStream, serve_plain
 from tensorgrid.transport.tls import peer_common_name
 from tensorgrid.transport.wire import (
     HEAD,
@@ -60,9 +61,12 @@ _STREAMS = {"run": (RUN_REQ, RUN_RESP), "recv": (RECV_REQ, RECV_RESP)}
 _HEAD = HEAD
 MAX_HELLO = 4096  # a hello is a stream name and a token: nothing a peer declares is read first
 HANDSHAKE_S = 10.0  # a TLS handshake that takes longer is dropped
+# a connection of the server: asyncio's streams under TLS, the socket itself on plain TCP
+Reader = asyncio.StreamReader | SocketStream
+Writer = asyncio.StreamWriter | SocketStream
 
 
-async def read_frame(reader: asyncio.StreamReader, peer: str = "") -> tuple[int, bytes]:
+async def read_frame(reader: Reader, peer: str = "") -> tuple[int, bytes]:
     """One ordinary frame (kind, body); a length over ``MAX_FRAME`` is refused unread."""
     head = await reader.readexactly(_HEAD.size)
     length, kind = _HEAD.unpack(head)
@@ -82,10 +86,10 @@ class _FramedContext:
 _FRAMED = _FramedContext()
 
 
-def _write_answer(writer: asyncio.StreamWriter, answer: Any) -> None:
+def _write_answer(writer: Writer, answer: Any) -> None:
     if isinstance(answer, RawFrame):
-        # the header is small; the payload goes from the array's memory (the transport sends
-        # what the socket takes at once and keeps only the rest)
+        # the header is small; the payload goes from the array's memory (on plain TCP the
+        # kernel copies it straight from there: ``sockstream``)
         writer.write(raw_head(answer.message, len(answer.payload)))
         writer.write(answer.payload)
     else:
@@ -95,7 +99,7 @@ def _write_answer(writer: asyncio.StreamWriter, answer: Any) -> None:
 TLS_SLICE = 256 * 1024  # a TLS transport encrypts what it is given at once: hand it slices
 
 
-async def _write_sliced(writer: asyncio.StreamWriter, answer: RawFrame) -> None:
+async def _write_sliced(writer: Writer, answer: RawFrame) -> None:
     """A RAW frame over TLS, its payload in slices with a drain after each: the peer decrypts
     one slice while this side encrypts the next, and the encrypted copy the TLS transport keeps
     is a slice, not the whole piece."""
@@ -106,7 +110,7 @@ async def _write_sliced(writer: asyncio.StreamWriter, answer: RawFrame) -> None:
         await writer.drain()
 
 
-def _nodelay(writer: asyncio.StreamWriter) -> None:
+def _nodelay(writer: Writer) -> None:
     sock = writer.get_extra_info("socket")
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -143,9 +147,14 @@ class DataPlaneServer:
         self.streams = 0
         self.raw_bytes = 0
         self._server: asyncio.base_events.Server | None = None
+        self._plain: tuple[socket.socket, asyncio.Task[None]] | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
+        if self.ssl_context is None:
+            self._plain = await serve_plain(self.host, self._serve)
+            self.port = int(self._plain[0].getsockname()[1])
+            return self.port
         self._server = await asyncio.start_server(
             self._serve, self.host, 0, ssl=self.ssl_context,
             ssl_handshake_timeout=HANDSHAKE_S if self.ssl_context is not None else None)
@@ -156,10 +165,15 @@ class DataPlaneServer:
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self._plain is not None:
+            listener, accepting = self._plain
+            self._plain = None
+            accepting.cancel()
+            listener.close()
         for task in list(self._connections):
             task.cancel()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: Reader, writer: Writer) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
@@ -197,7 +211,7 @@ class DataPlaneServer:
             if task is not None:
                 self._connections.discard(task)
 
-    def _peer_allowed(self, writer: asyncio.StreamWriter) -> bool:
+    def _peer_allowed(self, writer: Writer) -> bool:
         """Under TLS, whether the peer's certificate (verified by the handshake) names one of
         the peers this plane serves; always True on plain TCP."""
         if self.ssl_context is None or self.peers is None:
@@ -210,7 +224,7 @@ class DataPlaneServer:
         return True
 
 
-async def _read_hello(reader: asyncio.StreamReader) -> dict[str, Any]:
+async def _read_hello(reader: Reader) -> dict[str, Any]:
     """The connection's first frame as a JSON object; ``{}`` (refused) when it is not a hello
     of at most ``MAX_HELLO`` bytes, without reading a longer body."""
     length, kind = _HEAD.unpack(await reader.readexactly(_HEAD.size))
@@ -223,7 +237,7 @@ async def _read_hello(reader: asyncio.StreamReader) -> dict[str, Any]:
     return hello if isinstance(hello, dict) else {}
 
 
-async def _requests(reader: asyncio.StreamReader, want: int, peer: str) -> AsyncIterator[Any]:
+async def _requests(reader: Reader, want: int, peer: str) -> AsyncIterator[Any]:
     cls = _TYPES[want]
     while True:
         try:

@@ -19,6 +19,7 @@ from tensorgrid.core import errors
 from tensorgrid.pb import worker_pb2
 from tensorgrid.transport import shm, tensors
 from tensorgrid.transport.frames import FramedCall
+from tensorgrid.transport.recvbuf import ReceiveBuffers
 from tensorgrid.transport.status import from_rpc_error
 from tensorgrid.transport.wire import Landed, Sink
 
@@ -201,11 +202,15 @@ class _Recv:
 
 
 class RecvTensorStreamClient:
-    """RecvTensor from one peer over a shared stream; a request may carry many keys."""
+    """RecvTensor from one peer over a shared stream; a request may carry many keys. Streamed
+    tensors land in memory from ``buffers`` (shared by a task's streams; None: a pool of its
+    own)."""
 
     def __init__(self, stub_for: Callable[[], Any], task: str, address: str,
-                 metadata: Any = None, data_plane: Any = None) -> None:
+                 metadata: Any = None, data_plane: Any = None,
+                 buffers: ReceiveBuffers | None = None) -> None:
         self._pending: dict[int, _Recv] = {}
+        self._buffers = buffers if buffers is not None else ReceiveBuffers()
         self._ids = itertools.count(1)
         # segments the producer lends us (same host): mapped in place, given back when the
         # arrays that view them are collected (from any thread: sent from the loop, batched)
@@ -313,7 +318,8 @@ class RecvTensorStreamClient:
         """Ask for ``request.keys``; each future gets its tensor (or the failure)."""
         rid = next(self._ids)
         self._pending[rid] = _Recv(futures, tensors.Assembler(self._mappings, self._release,
-                                                              peer=self._task))
+                                                              peer=self._task,
+                                                              buffers=self._buffers))
 
         def abandoned(_f: asyncio.Future[Any]) -> None:
             entry = self._pending.get(rid)

@@ -22,6 +22,7 @@ from tensorgrid.core.ir import DEAD
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.pb import worker_pb2
 from tensorgrid.transport import shm
+from tensorgrid.transport.recvbuf import ReceiveBuffers
 
 INLINE_BYTES = 64 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -129,12 +130,15 @@ class Assembler:
         max_bytes: the largest tensor a header may declare; a bigger one is refused before any
             buffer is allocated.
         peer: the producer's name, for errors.
+        buffers: where the memory of streamed tensors comes from (None: fresh allocations).
     """
 
     def __init__(self, mappings: shm.MappingCache | None = None,
                  release: Callable[[str, int], None] | None = None,
-                 max_bytes: int = MAX_TENSOR_BYTES, peer: str = "") -> None:
+                 max_bytes: int = MAX_TENSOR_BYTES, peer: str = "",
+                 buffers: ReceiveBuffers | None = None) -> None:
         self._partial: dict[int, _Partial] = {}
+        self._buffers = buffers
         self._mappings = mappings
         self._release = release
         self._max_bytes = max_bytes
@@ -169,7 +173,9 @@ class Assembler:
             raise errors.ResourceExhaustedError(
                 f"RecvTensor stream for key {i}{self._from()} declares a tensor of {nbytes} "
                 f"bytes, over the limit of {self._max_bytes}")
-        entry = _Partial(np.empty(nbytes, dtype=np.uint8), dt, shape)
+        buf = self._buffers.take(nbytes) if self._buffers is not None else \
+            np.empty(nbytes, dtype=np.uint8)
+        entry = _Partial(buf, dt, shape)
         self._partial[i] = entry
         return entry
 

@@ -18,6 +18,7 @@ from tensorgrid.runtime.step_stats import FULL_TRACE
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import shm, tensors
 from tensorgrid.transport.channels import ChannelPool
+from tensorgrid.transport.recvbuf import ReceiveBuffers
 from tensorgrid.transport.status import from_rpc_error, metadata_token
 from tensorgrid.transport.streams import RecvTensorStreamClient, RunGraphStreamClient
 
@@ -193,6 +194,9 @@ class GrpcRemoteRecv:
         self.host_id = shm.host_id()
         self.calls = 0
         self._streams: dict[str, RecvTensorStreamClient] = {}
+        # one pool for the pulls from every peer: a tensor's memory is reused by the next pull
+        # of its size, whoever sends it
+        self.buffers = ReceiveBuffers()
         self._data_plane = data_plane_for(pool, token, data_plane, ssl_context)
         self._fetching: set[asyncio.Future[None]] = set()
 
@@ -233,7 +237,7 @@ class GrpcRemoteRecv:
         if client is None:
             client = self._streams[address] = RecvTensorStreamClient(
                 lambda: self._pool.worker(address), src_task, address, self._meta,
-                self._data_plane)
+                self._data_plane, self.buffers)
         await client.request(worker_pb2.RecvTensorRequest(step_id=step_id, keys=batch.keys,
                                                           host_id=self.host_id), batch.futures)
 

@@ -65,9 +65,18 @@ def _hostname(log: Path) -> str:
     raise AssertionError(f"{log.name} never served:\n{log.read_text(errors='replace')[-2000:]}")
 
 
-def test_a_32mb_variable_crosses_hosts_intact() -> None:
+def _link_mtu(hosts: SimulatedHosts, host: int) -> int:
+    """The MTU of a simulated host's own end of its link, as the kernel reports it."""
+    out = subprocess.run(["ip", "-n", hosts.namespaces[host], "-o", "link", "show", "eth0"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split(" mtu ", 1)[1].split()[0])
+
+
+@pytest.mark.parametrize("mtu", [None, 65000], ids=["mtu1500", "jumbo"])
+def test_a_32mb_variable_crosses_hosts_intact(mtu: int | None) -> None:
     log_dir = Path(tempfile.mkdtemp(prefix="tg-xhost-"))
-    with SimulatedHosts(2) as hosts:
+    with SimulatedHosts(2, mtu=mtu) as hosts:
+        assert _link_mtu(hosts, 0) == _link_mtu(hosts, 1) == (mtu or 1500)
         cluster = _cluster(hosts, 1)
         _, ps_log = _start(hosts, 0, cluster, "ps", 0, "transfer", log_dir)
         worker, log = _start(hosts, 1, cluster, "worker", 0, "transfer", log_dir)
