@@ -93,8 +93,11 @@ def figure_title(bench: str, row: dict[str, Any] | None = None) -> str:
     if parts[0] == "xhost":
         bf16 = parts[-1] == "bf16"
         rest = parts[1:-1] if bf16 else parts[1:]
-        link = rest[-1] if rest[-1].endswith("bit") else "unshaped"
-        inner = figure_title(".".join(["dist", *(rest[:-1] if link != "unshaped" else rest)]))
+        tail = rest[-1]
+        named = tail.endswith("bit") or tail.startswith("mtu")
+        mtu = tail[3:] if tail.startswith("mtu") else (row or {}).get("mtu")
+        link = tail if tail.endswith("bit") else f"unshaped, MTU {mtu}" if mtu else "unshaped"
+        inner = figure_title(".".join(["dist", *(rest[:-1] if named else rest)]))
         wire = ", bfloat16 on the wire" if bf16 else ""
         return f"{inner}; across simulated hosts, {link} link{wire}"
     if parts[:2] == ["dist", "transfer"]:

@@ -5,6 +5,7 @@ shared memory and no loopback: real TCP between addresses, optionally through a 
 Units (fresh hosts and a fresh cluster of one framework for each):
   transfer               reduce_sum on worker 0 of a float32 variable of 1/16/64/256 MB on the ps,
                          unshaped veth link with jumbo frames (MTU 65000) (GB/s)
+  transfer.mtu1500       the same unshaped with standard 1500-byte frames (the kernel's default)
   transfer.1gbit         the same through links shaped to 1 Gbit/s (tbf)
   train.wide.async.1gbit between-graph MLP 784-1024-10 with Adam (3.2 MB pulled and pushed per
                          step), 2 workers async, every host's egress shaped to 1 Gbit/s (tbf)
@@ -33,7 +34,7 @@ from dist_roles import unit_figures
 
 from tensorgrid.cluster.simhosts import SimulatedHosts, unavailable_reason
 
-UNITS = ("transfer", "transfer.1gbit", "train.wide.async.1gbit", "train.wide.async.1gbit.bf16")
+UNITS = ("transfer", "transfer.mtu1500", "transfer.1gbit", "train.wide.async.1gbit", "train.wide.async.1gbit.bf16")
 HOSTS = 3
 # the MTU of the unshaped simulated network (ours to choose: it exists only on this machine):
 # fewer, bigger packets per GB raised both the kernel's figure and the data plane's by a third
@@ -44,12 +45,13 @@ UNSHAPED_MTU = 65000
 
 def split_unit(unit: str) -> tuple[str, str | None, bool]:
     """``train.wide.async.1gbit.bf16`` -> (``train.wide.async``, ``1gbit``, True): the dist unit,
-    the link's rate (None: unshaped) and whether bfloat16 goes on the wire."""
+    the link (a rate, ``mtuN`` for an unshaped link of that MTU, None: unshaped with
+    ``UNSHAPED_MTU``) and whether bfloat16 goes on the wire."""
     parts = unit.split(".")
     bf16 = parts[-1] == "bf16"
     if bf16:
         parts.pop()
-    rate = parts.pop() if parts[-1].endswith("bit") else None
+    rate = parts.pop() if parts[-1].endswith("bit") or parts[-1].startswith("mtu") else None
     return ".".join(parts), rate, bf16
 
 
@@ -83,12 +85,13 @@ def run(s: Settings, frameworks: list[str], units: list[str], log_dir: Path,
             # process names, and a rows file of an earlier unit must not be read as this one's
             unit_dir = log_dir / unit
             unit_dir.mkdir(parents=True, exist_ok=True)
-            mtu = None if rate else UNSHAPED_MTU
-            with SimulatedHosts(HOSTS, rate=rate, mtu=mtu) as hosts:
+            shaped = rate if rate and rate.endswith("bit") else None
+            mtu = int(rate[3:]) if rate and not shaped else None if shaped else UNSHAPED_MTU
+            with SimulatedHosts(HOSTS, rate=shaped, mtu=mtu) as hosts:
                 got = dist.run_cluster(fw, inner, s, unit_dir, hosts, bf16)
             for row in got:
                 row["bench"] = figure_name(row["bench"], rate, bf16)
-                row["link"] = rate or "unshaped veth"
+                row["link"] = shaped or "unshaped veth"
                 row["mtu"] = mtu or 1500
                 row["wire"] = "bfloat16" if bf16 else "as is"
             rows += got
