@@ -14,8 +14,8 @@
   ``_Recv`` that may get a dead tensor) runs under ``runtime.frames.FramePlan``: frames, iterations
   and dead tensors, in either mode; graphs without those never pay for them.
 
-Neither path recurses, so a 100,000-node chain runs. A traced step (``StepContext.trace`` a list)
-times each node into a ``TraceRecord`` on paths of its own, chosen once per step.
+Neither path recurses (a 100,000-node chain runs). A traced step times each node into a
+``TraceRecord`` on paths of its own.
 """
 
 from __future__ import annotations
@@ -48,12 +48,11 @@ from tensorgrid.runtime.frame_budget import FrameBudget
 from tensorgrid.runtime.frame_graph import needs_frames
 from tensorgrid.runtime.frames import FramePlan
 from tensorgrid.runtime.resources import ResourceMgr
-from tensorgrid.runtime.update_thread import UpdateThread, is_update_op, offload_thread
+from tensorgrid.runtime.update_thread import UpdateThread, is_update_op, offload_thread, update_cost
 
 CODEGEN_LIMIT = 20_000
 
-# How each kernel is called.
-_PLAIN, _STEP, _ASYNC = 0, 1, 2
+_PLAIN, _STEP, _ASYNC = 0, 1, 2  # how each kernel is called
 
 
 @dataclass
@@ -66,8 +65,8 @@ class LocalDevice:
     resources: ResourceMgr = field(default_factory=ResourceMgr)
 
 
-# (node index, start and end in time.perf_counter seconds, thread id, value): the value is what
-# the node produced (a tuple for several outputs) or, for a ``_Send``, the tensor it sent
+# (node index, start and end in time.perf_counter seconds, thread id, value): what the node made
+# (a tuple for several outputs), for a ``_Send`` the tensor it sent
 TraceRecord = tuple[int, float, float, int, Any]
 
 
@@ -100,6 +99,7 @@ class _Node:
     mem: int = mb.NONE  # what the per-step budget checks here, and the declared bytes so far
     mem_prefix: int = 0
     updates: UpdateThread | None = None  # an update kernel's thread, for large variables
+    update_cost: int = 1  # its passes over the variable relative to gradient descent's
 
 
 def _deref(value: Any, node: str) -> Any:
@@ -193,6 +193,7 @@ class Executable:
                 cn.is_identity = True
             elif kind == _PLAIN and is_update_op(n.op) and in_slots:
                 cn.updates = dev.resources.updates
+                cn.update_cost = update_cost(n.op)
             self.nodes.append(cn)
         for cn, cons in zip(self.nodes, consumers):
             cn.consumers = tuple(sorted(cons))
@@ -427,7 +428,7 @@ class Executable:
                 while True:
                     while ready and not failure:
                         cn = nodes[ready.popleft()]
-                        upd = offload_thread(cn.updates, vals, cn.in_slots)
+                        upd = offload_thread(cn.updates, vals, cn.in_slots, cn.update_cost)
                         if cn.kind == _ASYNC or upd is not None:
                             if cn.mem:
                                 try:
@@ -436,8 +437,7 @@ class Executable:
                                     failure.append(self._located(exc, cn))
                                     break
                             args = self._inputs(cn, vals)
-                            # a large variable's update runs off the loop (``update_thread``)
-                            run = upd.run(cn.fn, args) if upd else cn.fn(step, *args)
+                            run = upd.run(cn.fn, args) if upd else cn.fn(step, *args)  # off the loop
                             if traced:
                                 run = self._run_async_traced(cn, step, run, time.perf_counter())
                             fut = asyncio.ensure_future(run)
