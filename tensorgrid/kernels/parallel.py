@@ -321,9 +321,7 @@ def matmul(a: Any, b: Any) -> Any:
         return np.matmul(a, b)
     flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
     if flops < MIN_CHOOSE_FLOPS:
-        # OpenBLAS splits products from ~0.5 MFLOP up: outside a threaded period one would
-        # wake its threads, which then spin beside the block runner's
-        return np.matmul(a, b) if _CHOOSER.mode == THREADED else _matmul_single(a, b)
+        return quiet_matmul(a, b)
     mode = _CHOOSER.pick(time.perf_counter())
     if mode == THREADED:
         out = np.matmul(a, b)
@@ -333,6 +331,13 @@ def matmul(a: Any, b: Any) -> Any:
         out = _matmul_single(a, b)
     _CHOOSER.record(time.perf_counter(), flops)
     return out
+
+
+def quiet_matmul(a: Any, b: Any) -> Any:
+    """``a @ b`` for a small or memory-bound product (a matrix-vector one): on BLAS's threads
+    only inside a threaded period. OpenBLAS splits products from ~0.5 MFLOP up: outside such a
+    period one would wake its threads, which then spin beside the block runner's."""
+    return np.matmul(a, b) if _CHOOSER.mode == THREADED else _matmul_single(a, b)
 
 
 def _matmul_single(a: Any, b: Any, out: Any = None) -> Any:
