@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_bundle_tf_roundtrip import TF_PYTHON  # the optional TensorFlow interpreter, or None
 
 import tensorgrid as tf
 from tensorgrid.core import errors
@@ -21,22 +22,6 @@ from tensorgrid.core import errors
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _tf_python() -> str | None:
-    env = os.environ.get("TENSORGRID_TF_PYTHON")
-    if env:
-        return env if os.path.exists(env) else None
-    candidates = [REPO / ".venv-tf" / "bin" / "python"]
-    try:
-        common = subprocess.run(["git", "rev-parse", "--path-format=absolute",
-                                 "--git-common-dir"], cwd=REPO, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        candidates.append(Path(common).parent / ".venv-tf" / "bin" / "python")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return next((str(c) for c in candidates if c.exists()), None)
-
-
-TF_PYTHON = _tf_python()
 pytestmark = pytest.mark.skipif(
     TF_PYTHON is None, reason="TensorFlow peer not found: set TENSORGRID_TF_PYTHON or create "
     ".venv-tf (pip install tensorflow-cpu) to exchange TFRecord files with TensorFlow")
