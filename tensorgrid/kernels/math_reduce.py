@@ -68,7 +68,7 @@ def _leading_sum(x: Any, axes: tuple[int, ...], keep: bool) -> Any:
             or x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous):
         return None
     rest = x.shape[k:]
-    rows = x.size // max(1, int(np.prod(rest)))
+    rows = int(np.prod(x.shape[:k]))
     ones = _ONES.get((rows, x.dtype))
     if ones is None:
         ones = np.ones(rows, x.dtype)
