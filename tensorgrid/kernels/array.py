@@ -298,7 +298,9 @@ def _padder(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
         _check_pads(x, pads)
         out = xp.full(tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, pads)), value,
                       dtype=x.dtype)
-        out[tuple(slice(lo, lo + d) for d, (lo, _) in zip(x.shape, pads))] = x
+        # ``...`` keeps a rank-0 input's element an element (``out[()] = x`` would store a 0-d
+        # object array inside a string tensor)
+        out[(*(slice(lo, lo + d) for d, (lo, _) in zip(x.shape, pads)), ...)] = x
         return out
 
     return run

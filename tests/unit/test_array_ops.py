@@ -334,6 +334,13 @@ def test_pad_v2_and_mirror_modes() -> None:
     assert run(s)[2, 0] == b"z"
 
 
+def test_pad_of_a_string_scalar_keeps_the_element() -> None:
+    # a rank-0 string input: the padded copy holds the string itself (constant folding hashes it)
+    s = tf.pad(tf.constant(b"ab"), tf.zeros([0, 2], tf.int32))
+    out = run([s, tf.strings.join([s, s])])
+    assert out[0] == b"ab" and type(out[0]) is bytes and out[1] == b"abab"
+
+
 def test_pad_errors() -> None:
     x = tf.constant(np.zeros((2, 3)))
     with pytest.raises(errors.InvalidArgumentError, match="rank of inputs"):
