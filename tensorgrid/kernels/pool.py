@@ -56,11 +56,14 @@ def check_rank4(x: Any, what: str) -> None:
                                           f"{list(x.shape)}")
 
 
-def window_max(xp: Any, xpad: Any, win: Window, geo: Geometry, kh: int, kw: int) -> Any:
-    """The max of each window of padded data: one ``maximum`` pass per tap."""
+def window_max(xp: Any, xpad: Any, win: Window, geo: Geometry, kh: int, kw: int,
+               skip_nan: bool = False) -> Any:
+    """The max of each window of padded data: one ``maximum`` pass per tap (``fmax`` with
+    ``skip_nan``: a NaN counts only in a window of NaNs)."""
+    larger = xp.fmax if skip_nan else xp.maximum
     best = xp.array(tap_view(xpad, win, geo, 0, 0))  # a contiguous copy
     for _, i, j in taps(kh, kw)[1:]:
-        xp.maximum(best, tap_view(xpad, win, geo, i, j), out=best)
+        larger(best, tap_view(xpad, win, geo, i, j), out=best)
     return best
 
 

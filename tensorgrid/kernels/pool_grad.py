@@ -6,6 +6,8 @@ window's elements inside the input are scanned in row-major order, the first is 
 one replaces it only when strictly greater. Without NaNs that is the window's first maximum; a NaN
 met first keeps the window, a NaN met later is never taken. Every other element of the window gets
 0, so a NaN or an infinity in the incoming gradient lands on that one element only.
+MaxPoolGradGrad, as TensorFlow's, takes each window's first maximum with the input's NaNs passed
+over (its kernel matches the elements against the max pool, whose maxima skip NaNs).
 
 Three ways compute it, the fastest that applies:
 
@@ -49,18 +51,20 @@ def _overlapping(win: Window, kh: int, kw: int) -> bool:
     return win.strides[0] < kh or win.strides[1] < kw
 
 
-def first_max_masks(xp: Any, x: Any, win: Window, geo: Geometry, kh: int,
-                    kw: int) -> Iterator[tuple[int, int, Any]] | None:
+def first_max_masks(xp: Any, x: Any, win: Window, geo: Geometry, kh: int, kw: int,
+                    skip_nan: bool = False) -> Iterator[tuple[int, int, Any]] | None:
     """(row, column, mask) per tap: the mask marks the outputs whose first maximum is that tap;
-    None when some window's maximum is a NaN (``_scan_winners`` decides those).
+    None when some window's maximum is a NaN (``_scan_winners`` decides those). With
+    ``skip_nan`` the maximum is the one of the window's other elements (a window of NaNs has
+    none: no mask marks it), and the result is never None.
 
     Comparing each tap with the window's max and clearing the outputs already claimed by an
     earlier tap costs a few boolean passes; tracking an argmax index instead needs masked writes,
     several times slower in numpy.
     """
     xpad = pad(xp, x, geo, lowest(x.dtype))
-    best = window_max(xp, xpad, win, geo, kh, kw)
-    if _has_nan(xp, best):
+    best = window_max(xp, xpad, win, geo, kh, kw, skip_nan)
+    if not skip_nan and _has_nan(xp, best):
         return None
 
     def masks() -> Iterator[tuple[int, int, Any]]:
@@ -278,8 +282,10 @@ def _keep_first_marks(xp: Any, marks: Any, kh: int, kw: int) -> None:
 
 @kernel("MaxPoolGradGrad", BOTH)
 def _max_pool_grad_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
-    """The gradient of MaxPoolGrad by its ``grad``: each output takes ``gg`` at the element its
-    window's gradient went to."""
+    """The gradient of MaxPoolGrad by its ``grad``: each output takes ``gg`` at its window's
+    first maximum. As TensorFlow's CPU kernel (which matches the window's elements against its
+    max pool, whose maxima skip NaNs), a NaN of the input is never that maximum, and a window of
+    NaNs takes 0; a NaN or infinity of ``gg`` reaches only the output whose maximum it sits on."""
     xp = ctx.xp
     win = window_of(ctx, dilated=False)
     kh, kw = ksize_of(ctx)
@@ -296,15 +302,13 @@ def _max_pool_grad_grad(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
         if x.size == 0 or geo.oh * geo.ow == 0:
             return out
         ggpad = pad(xp, gg, geo)
-        masks = first_max_masks(xp, x, win, geo, kh, kw) if _finite(xp, gg) else None
-        if masks is not None:
-            for i, j, mine in masks:
-                out += tap_view(ggpad, win, geo, i, j) * mine
-            return out
-        idx = _scan_winners(xp, x, win, geo, kh, kw)
+        masks = first_max_masks(xp, x, win, geo, kh, kw, skip_nan=True)
+        finite = _finite(xp, gg)
         zero = xp.zeros((), dtype=gg.dtype)
-        for t, i, j in taps(kh, kw):
-            xp.add(out, xp.where(idx == t, tap_view(ggpad, win, geo, i, j), zero), out=out)
+        for i, j, mine in masks or ():
+            tap = tap_view(ggpad, win, geo, i, j)
+            # a multiply by the mask, unless 0 * inf or 0 * NaN would spread a NaN
+            out += tap * mine if finite else xp.where(mine, tap, zero)
         return out
 
     return run

@@ -2,7 +2,8 @@
 scan (the first element inside the input, replaced by each later one strictly greater), checked
 against a direct-loop reference of that scan on every path (2x2 tiles, other tiles, padded and
 overlapping windows), with NaNs in the input, NaNs and infinities in the incoming gradient, ties,
-integer data, the relu fused in, and MaxPoolGradGrad; plus answers TensorFlow gave."""
+integer data, the relu fused in, and MaxPoolGradGrad (each window's first maximum, NaNs passed
+over); plus answers TensorFlow gave."""
 
 from __future__ import annotations
 
@@ -35,9 +36,11 @@ def out_and_pad(size: int, k: int, s: int, padding: str) -> tuple[int, int]:
     return out, max((out - 1) * s + k - size, 0) // 2
 
 
-def ref_winners(x: np.ndarray, k: tuple[int, int], s: tuple[int, int],
-                padding: str) -> np.ndarray:
-    """(n, oh, ow, c, 2): the (row, column) each window's gradient goes to, by the scan."""
+def ref_winners(x: np.ndarray, k: tuple[int, int], s: tuple[int, int], padding: str,
+                skip_nan: bool = False) -> np.ndarray:
+    """(n, oh, ow, c, 2): the (row, column) each window's gradient goes to, by the scan; with
+    ``skip_nan`` the scan passes over NaNs (MaxPoolGradGrad's first maximum; (-1, -1) for a
+    window of NaNs)."""
     n, h, w, c = x.shape
     oh, pt = out_and_pad(h, k[0], s[0], padding)
     ow, pl = out_and_pad(w, k[1], s[1], padding)
@@ -52,9 +55,11 @@ def ref_winners(x: np.ndarray, k: tuple[int, int], s: tuple[int, int],
                             if not (0 <= r < h and 0 <= col < w):
                                 continue
                             v = x[b, r, col, ch]
+                            if skip_nan and np.isnan(v):
+                                continue
                             if at is None or v > best:
                                 best, at = v, (r, col)
-                    where[b, y, q, ch] = at
+                    where[b, y, q, ch] = at or (-1, -1)
     return where
 
 
@@ -95,9 +100,12 @@ def check(x: np.ndarray, g: np.ndarray, gg: np.ndarray, k: tuple[int, int], s: t
     np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-6)
     with np.errstate(invalid="ignore"):  # ReluGrad: NaN * 0 stays NaN
         np.testing.assert_allclose(fused, want * (x > 0), rtol=1e-6, atol=1e-6)
-    n, oh, ow, c, _ = where.shape
+    # MaxPoolGradGrad: gg at each window's first maximum, NaNs of the input passed over
+    first = ref_winners(x, k, s, padding, skip_nan=True)
+    n, oh, ow, c, _ = first.shape
     b, ch = np.meshgrid(np.arange(n), np.arange(c), indexing="ij")
-    want_gg = np.stack([gg[b, where[:, y, q, :, 0], where[:, y, q, :, 1], ch]
+    want_gg = np.stack([np.where(first[:, y, q, :, 0] < 0, 0,
+                                 gg[b, first[:, y, q, :, 0], first[:, y, q, :, 1], ch])
                         for y in range(oh) for q in range(ow)], axis=1).reshape(n, oh, ow, c)
     np.testing.assert_array_equal(gradgrad, want_gg)
     return grad
@@ -160,7 +168,9 @@ def test_the_paired_2x2_path_split_over_threads_with_nan_and_inf(monkeypatch) ->
 
 
 def test_answers_tensorflow_gave() -> None:
-    """MaxPoolGrad of tensorflow-cpu 2.21 on these inputs (its CPU kernel's scan)."""
+    """MaxPoolGrad and MaxPoolGradGrad of tensorflow-cpu 2.21 on these inputs: the gradient
+    follows the scan (a NaN first in its window takes it), the gradient's gradient the window's
+    maximum without NaNs."""
     x = np.array([[1, 2, 3, 4], [5, 6, 7, 8], [1, 2, 3, 4], [5, 6, 7, 8]],
                  np.float32).reshape(1, 4, 4, 1)
     x[0, 0, 0, 0] = x[0, 0, 3, 0] = x[0, 3, 3, 0] = np.nan  # first, second and last in a window
@@ -179,6 +189,13 @@ def test_answers_tensorflow_gave() -> None:
             y = nn.max_pool(xt, [1, 2, 2, 1], [1, 2, 2, 1], padding)
             outs.append(make_op("MaxPoolGrad", [xt, y, tf.constant(gs)],
                                 {**attrs, "padding": padding}))
+        gg = np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1) + 100
+        gg2 = gg.copy()
+        gg2[0, 0, 0, 0], gg2[0, 3, 3, 0] = np.nan, np.inf
+        for xs, ggs in ((x, gg), (x2, gg2)):
+            xt = tf.constant(xs)
+            y = nn.max_pool(xt, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+            outs.append(make_op("MaxPoolGradGrad", [xt, y, tf.constant(ggs)], attrs))
         with tf.Session() as sess:
             got = [v[0, :, :, 0] for v in sess.run(outs)]
     nan, inf = np.nan, np.inf
@@ -188,3 +205,5 @@ def test_answers_tensorflow_gave() -> None:
                                            [0, 3, 0, inf]])
     np.testing.assert_array_equal(got[2], [[0, 0, 0, 0, 0], [0, nan, 0, 1, 1], [0, 0, 0, 0, 0],
                                            [0, 1, 0, 1, 1], [0, 1, 0, 1, 1]])
+    np.testing.assert_array_equal(got[3], [[105, 107], [113, 114]])
+    np.testing.assert_array_equal(got[4], [[105, 107], [113, inf]])
