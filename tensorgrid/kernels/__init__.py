@@ -29,6 +29,7 @@ from tensorgrid.kernels import (
     optional_list,
     parsing,
     pool,
+    pool_grad,
     random,
     resource_variable,
     segment,

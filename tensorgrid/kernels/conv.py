@@ -10,8 +10,10 @@ blocks run on threads, BLAS single-threaded meanwhile (``kernels.parallel``).
 - ``Conv2DBackpropFilter`` is cols^T @ out_backprop, summed over the blocks.
 - ``Conv2DBackpropInput`` with stride 1 is itself a convolution: the output gradient, padded by
   the filter's extent less the forward padding, convolved with the filter rotated by 180 degrees
-  and with its channel axes swapped; with strides > 1 (or explicit padding wider than the filter)
-  it is out_backprop @ filter^T scattered back onto the input's pixels tap by tap (col2im).
+  and with its channel axes swapped (run by ``conv_by_filter_rows``: one matmul per filter row
+  over a copy of the horizontal taps only); with strides > 1 (or explicit padding wider than the
+  filter) it is out_backprop @ filter^T scattered back onto the input's pixels tap by tap
+  (col2im).
 
 Every kernel keeps its input's dtype: float32 stays float32 (scratch included); float16 and
 bfloat16 multiply in float32 (numpy has no BLAS for them) and are cast back.
@@ -34,6 +36,7 @@ from tensorgrid.kernels.windows import (
     crop,
     geometry_cache,
     int_sizes,
+    row_windows,
     tap_view,
     window_of,
     windows,
@@ -68,20 +71,22 @@ class _Scratch:
         self.xp = xp
         self._local = threading.local()
 
-    def get(self, rows: int, cols: int, dtype: Any) -> Any:
-        """A (rows, cols) matrix of this thread's, contents undefined."""
-        return self._buffer((rows, cols), dtype, self.xp.empty)
+    def get(self, rows: int, cols: int, dtype: Any, slot: int = 0) -> Any:
+        """A (rows, cols) matrix of this thread's, contents undefined; a user that needs two at
+        once asks for them in different ``slot``s (the same shape would be the same buffer)."""
+        return self._buffer((rows, cols), dtype, self.xp.empty, slot)
 
     def zeroed(self, shape: tuple[int, ...], dtype: Any) -> Any:
         """An array of this thread's, zero when first made: its user writes only parts that it
         overwrites on every use (a padded block's interior), so the rest stays zero."""
         return self._buffer(shape, dtype, self.xp.zeros)
 
-    def _buffer(self, shape: tuple[int, ...], dtype: Any, make: Callable[..., Any]) -> Any:
+    def _buffer(self, shape: tuple[int, ...], dtype: Any, make: Callable[..., Any],
+                slot: int = 0) -> Any:
         bufs: dict[tuple[Any, ...], Any] | None = getattr(self._local, "bufs", None)
         if bufs is None:
             bufs = self._local.bufs = {}
-        key = (make, *shape, np.dtype(dtype))
+        key = (make, slot, *shape, np.dtype(dtype))
         buf = bufs.get(key)
         if buf is None:
             if len(bufs) > 8:  # shapes that keep changing: keep memory bounded
@@ -132,10 +137,17 @@ def _im2col(xp: Any, x: Any, win: Window, geo: Geometry, kh: int, kw: int, b0: i
 
 
 def _block_images(n: int, pixels: int, row_bytes: int) -> int:
-    """Images per block: ``BLOCK_BYTES`` of scratch, or ``MIN_ROWS`` rows if that is more."""
+    """Images per block: ``BLOCK_BYTES`` of scratch, or ``MIN_ROWS`` rows if that is more;
+    then evened out into an even number of blocks of equal size, so that two threads get equal
+    shares (the CNN of bench/local.py's first convolution: blocks of 26, 26 and 12 images
+    became four of 16, and its forward ran 1.42 -> 1.28 ms)."""
     by_bytes = BLOCK_BYTES // max(pixels * row_bytes, 1)
     by_rows = -(-MIN_ROWS // max(pixels, 1))
-    return max(1, min(n, max(by_bytes, by_rows)))
+    block = max(1, min(n, max(by_bytes, by_rows)))
+    blocks = -(-n // block)
+    if blocks > 1:
+        block = -(-n // (blocks + blocks % 2))
+    return block
 
 
 def _matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
@@ -171,6 +183,55 @@ def conv_forward(xp: Any, x: Any, f: Any, win: Window, geo: Geometry, scratch: _
         _epilogue(xp, rows, bias, relu)
 
     run_blocks(block, n, _block_images(n, pixels, kh * kw * c * ct.itemsize))
+    return out
+
+
+def conv_by_filter_rows(xp: Any, x: Any, f: Any, win: Window, geo: Geometry,
+                        scratch: _Scratch) -> Any:
+    """conv2d(x, f) for a window of unit vertical stride, as kh matmuls per block of images.
+
+    Each block copies out only the kw horizontal taps of every padded row (kw*c values per
+    pixel: 1/kh of im2col's copy); filter row i then reads the rows i (dilated) further down,
+    a view of that copy, so the block's output is the sum of kh matmuls of (pixels, kw*c) by
+    (kw*c, oc), one per image. With oc small (an input gradient's 32 channels) the copy is
+    what im2col spends beyond the matmuls: CNN of bench/local.py, conv2's input gradient,
+    16.5 -> 15.3 ms of CPU; with oc = 64 the kh-1 sums of the output cost what the copy saves.
+    """
+    n, _, _, c = x.shape
+    kh, kw, _, oc = f.shape
+    ct = _compute_dtype(x.dtype)
+    oh, ow = geo.oh, geo.ow
+    pixels, k = oh * ow, kw * c
+    out = xp.empty((n, oh, ow, oc), dtype=x.dtype)
+    if out.size == 0:
+        return out
+    if k == 0 or kh == 0:
+        out[...] = 0
+        return out
+    fr = f.reshape(kh, k, oc).astype(ct, copy=False)
+    out3 = out.reshape(n, pixels, oc)
+    hp, dh = geo.padded[0], win.dilations[0]
+
+    def block(b0: int, b1: int) -> None:
+        nb = b1 - b0
+        xpad = _padded_block(x, geo, b0, b1, scratch, ct)
+        rows = scratch.get(nb * hp * ow, k, ct)
+        xp.copyto(rows.reshape(nb, hp, ow, kw, c), row_windows(xp, xpad, win, ow, kw),
+                  casting="unsafe")
+        rows4 = rows.reshape(nb, hp, ow, k)
+        direct = out.dtype == ct  # else sum in the compute dtype, cast at the end
+        acc = out3[b0:b1] if direct else \
+            scratch.get(nb * pixels, oc, ct, slot=1).reshape(nb, pixels, oc)
+        part = scratch.get(nb * pixels, oc, ct, slot=2).reshape(nb, pixels, oc)
+        for i in range(kh):
+            a = rows4[:, i * dh:i * dh + oh].reshape(nb, pixels, k)  # a view: rows are whole
+            xp.matmul(a, fr[i], out=part if i else acc)
+            if i:
+                xp.add(acc, part, out=acc)
+        if not direct:
+            out3[b0:b1] = acc
+
+    run_blocks(block, n, _block_images(n, pixels, kh * k * ct.itemsize))
     return out
 
 
@@ -268,7 +329,7 @@ def _backprop_input_as_conv(xp: Any, f: Any, dy: Any, tw: Window, h: int, w: int
     geo = Geometry(tw, dy.shape[1], dy.shape[2], kh, kw)
     if (geo.oh, geo.ow) != (h, w):  # cannot happen for a stride-1 window; kept as a guard
         raise errors.InternalError(f"transposed convolution gave {geo.oh}x{geo.ow}, not {h}x{w}")
-    return conv_forward(xp, dy, rotated, tw, geo, scratch)
+    return conv_by_filter_rows(xp, dy, rotated, tw, geo, scratch)
 
 
 def _backprop_input_col2im(xp: Any, f: Any, dy: Any, win: Window, geo: Geometry, n: int, c: int,

@@ -91,6 +91,14 @@ def windows(xp: Any, xpad: Any, win: Window, geo: Geometry, kh: int, kw: int) ->
     return as_strided(xp, xpad, shape, strides)
 
 
+def row_windows(xp: Any, xpad: Any, win: Window, ow: int, kw: int) -> Any:
+    """A read-only (n, padded h, ow, kw, c) view of padded NHWC data: for every padded row, the
+    kw horizontal taps of each output column (the windows of a 1-row filter, every row kept)."""
+    sn, sh, sw, sc = xpad.strides
+    shape = (xpad.shape[0], xpad.shape[1], ow, kw, xpad.shape[3])
+    return as_strided(xp, xpad, shape, (sn, sh, sw * win.strides[1], sw * win.dilations[1], sc))
+
+
 def tap_view(a: Any, win: Window, geo: Geometry, i: int, j: int) -> Any:
     """The (n, oh, ow, c) slice of padded data that window tap (i, j) reads, as a basic-index view
     (writable when ``a`` is): the strided-slice form of one tap of ``windows``."""
