@@ -1,0 +1,148 @@
+"""Kernels of ``_WireEncode`` and ``_WireDecode``: lossless blosc2 frames of tensors.
+
+A frame (little-endian) is a header, the tensor's dims, the compressed size of each chunk, then the
+chunks::
+
+    b"TGW1" | dtype enum: u16 | rank: u8 | pad: u8 | chunk count: u32 | dims: i64 * rank
+    | chunk sizes: u64 * count | blosc2 chunks
+
+A chunk holds up to ``CHUNK_BYTES`` of the tensor's bytes (blosc2 takes at most ~2 GiB at once);
+each carries its own codec and filter in its blosc2 header, so the decoder needs only the frame.
+A frame has no checksum of its own: the transport's (TCP's, and TLS's where used) covers it; the
+decoder checks every size it reads, so a cut or mangled header fails with what is wrong.
+The shuffle filter's element size is the dtype's, so it regroups the sign, exponent and mantissa
+bytes (or bits) of floats, which is what makes trained weights compress at all.
+
+blosc2 runs one thread per call (``nthreads=1``): the kernels' threads and the task's event loop
+must not be starved by a codec's own pool. It releases the GIL while it compresses, so encodes on
+different threads overlap; one call over a few MB takes about a millisecond (LZ4) on one core.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import blosc2
+import numpy as np
+
+from tensorgrid.core import dtypes, errors
+from tensorgrid.core.registry import KernelContext
+from tensorgrid.core.registry import register_kernel as kernel
+
+MAGIC = b"TGW1"
+_HEAD = struct.Struct("<4sHBxI")
+# a multiple of every element size, under blosc2's limit of one call
+CHUNK_BYTES = 1 << 30
+_CODECS = {"lz4": blosc2.Codec.LZ4, "lz4hc": blosc2.Codec.LZ4HC, "zstd": blosc2.Codec.ZSTD,
+           "zlib": blosc2.Codec.ZLIB}
+_SHUFFLES = {"shuffle": blosc2.Filter.SHUFFLE, "bitshuffle": blosc2.Filter.BITSHUFFLE,
+             "none": blosc2.Filter.NOFILTER}
+
+
+def encode(x: np.ndarray, codec: str = "lz4", level: int = 1, shuffle: str = "bitshuffle",
+           blocksize: int = 0) -> np.ndarray:
+    """The frame of ``x`` (any layout) as a uint8 vector.
+
+    Args:
+        codec, shuffle: names from ``ops.wire_codec.CODECS`` / ``SHUFFLES``.
+        level: the codec's level (1 fast .. 9 small; 0 stores the bytes as they are).
+        blocksize: blosc2's block size in bytes (0: its choice from the element size and level).
+    """
+    a = x if x.flags.c_contiguous else x.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+    dt = dtypes.as_dtype(a.dtype)
+    flat = a.reshape(-1).view(np.uint8)
+    cparams = {"codec": _CODECS[codec], "clevel": int(level), "typesize": a.itemsize,
+               "filters": [_SHUFFLES[shuffle]], "filters_meta": [0], "nthreads": 1,
+               "blocksize": int(blocksize)}
+    chunks = [blosc2.compress2(flat[i:i + CHUNK_BYTES], **cparams)
+              for i in range(0, flat.size, CHUNK_BYTES)]
+    head = _HEAD.pack(MAGIC, dt.enum, a.ndim, len(chunks))
+    dims = np.asarray(a.shape, "<i8").tobytes()
+    sizes = np.asarray([len(c) for c in chunks], "<u8").tobytes()
+    out = np.empty(len(head) + len(dims) + len(sizes) + sum(len(c) for c in chunks), np.uint8)
+    pos = 0
+    for part in (head, dims, sizes, *chunks):
+        out[pos:pos + len(part)] = np.frombuffer(part, np.uint8)
+        pos += len(part)
+    return out
+
+
+def decode(frame: np.ndarray) -> np.ndarray:
+    """The tensor a frame of ``encode`` holds.
+
+    Raises:
+        ValueError: the bytes are not a whole, valid frame (says what is wrong).
+    """
+    buf = np.ascontiguousarray(frame).reshape(-1).view(np.uint8)
+    if buf.size < _HEAD.size:
+        raise ValueError(f"{buf.size} bytes is shorter than a wire frame's header")
+    magic, enum, rank, count = _HEAD.unpack_from(buf)
+    if magic != MAGIC:
+        raise ValueError(f"bytes starting {bytes(magic)!r} are not a wire frame")
+    try:
+        dt = dtypes.as_dtype(enum)
+    except TypeError:
+        raise ValueError(f"the frame names an unknown dtype enum {enum}") from None
+    pos = _HEAD.size
+    if buf.size < pos + 8 * (rank + count):
+        raise ValueError(f"a wire frame of {buf.size} bytes is cut short in its header")
+    shape = tuple(int(d) for d in buf[pos:pos + 8 * rank].view("<i8"))
+    pos += 8 * rank
+    sizes = [int(s) for s in buf[pos:pos + 8 * count].view("<u8")]
+    pos += 8 * count
+    if any(d < 0 for d in shape):
+        raise ValueError(f"the frame holds a negative shape {list(shape)}")
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt.np).itemsize
+    if pos + sum(sizes) != buf.size:
+        raise ValueError(f"a wire frame of {buf.size} bytes whose chunks need {pos + sum(sizes)}")
+    if -(-nbytes // CHUNK_BYTES) != count:
+        raise ValueError(f"{count} chunks for a {dt.name} tensor of shape {list(shape)}")
+    out = np.empty(nbytes, np.uint8)
+    done = 0
+    for size in sizes:
+        chunk = buf[pos:pos + size]
+        pos += size
+        try:
+            src_nbytes, _, _ = blosc2.get_cbuffer_sizes(chunk)
+        except (ValueError, RuntimeError) as e:  # how blosc2 reports a bad chunk
+            raise ValueError(f"a chunk of the frame is not a blosc2 chunk ({e})") from None
+        if src_nbytes != min(CHUNK_BYTES, nbytes - done):
+            raise ValueError(f"a chunk of {src_nbytes} bytes where the shape needs "
+                             f"{min(CHUNK_BYTES, nbytes - done)}")
+        try:
+            blosc2.decompress2(chunk, dst=out[done:done + src_nbytes])
+        except (ValueError, RuntimeError) as e:
+            raise ValueError(f"a chunk of the frame does not decompress ({e})") from None
+        done += src_nbytes
+    return out.view(dt.np).reshape(shape)
+
+
+@kernel("_WireEncode")
+def _wire_encode(ctx: KernelContext) -> Callable[[Any], Any]:
+    codec, level = ctx.attr("codec"), int(ctx.attr("level"))
+    shuffle, blocksize = ctx.attr("shuffle"), int(ctx.attr("blocksize"))
+
+    def run(x: Any) -> Any:
+        return encode(np.asarray(x), codec, level, shuffle, blocksize)
+
+    return run
+
+
+@kernel("_WireDecode")
+def _wire_decode(ctx: KernelContext) -> Callable[[Any], Any]:
+    want = dtypes.as_dtype(ctx.attr("T"))
+
+    def run(frame: Any) -> Any:
+        try:
+            x = decode(np.asarray(frame))
+        except ValueError as e:
+            raise ctx.error(errors.DataLossError, f"Received a bad wire frame: {e}") from None
+        if x.dtype != want.np:
+            raise ctx.error(errors.InvalidArgumentError,
+                            f"The wire frame holds {dtypes.as_dtype(x.dtype).name}, the node "
+                            f"expects {want.name}")
+        return x
+
+    return run
