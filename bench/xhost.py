@@ -76,6 +76,12 @@ def figure_name(dist_figure: str, rate: str | None, bf16: bool = False, codec: s
     return f"{name}.{codec}" if codec else name
 
 
+def codec_variant(unit: str) -> bool:
+    """Whether ``unit`` is a listed train unit with another codec suffix (``...1gbit.zstd_pulls``)."""
+    base, _, last = unit.rpartition(".")
+    return base in UNITS and base.startswith("train.") and bool(CODEC_SUFFIX.match(last))
+
+
 def wire_label(bf16: bool, codec: str) -> str:
     """What travels on the wire, for the rows."""
     parts = (["bfloat16"] if bf16 else []) + ([codec] if codec else [])
@@ -121,7 +127,7 @@ def run(s: Settings, frameworks: list[str], units: list[str], log_dir: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings, frameworks, units = parse_unit_args(__doc__, UNITS, argv)
+    settings, frameworks, units = parse_unit_args(__doc__, UNITS, argv, known=codec_variant)
     log_dir = Path(tempfile.mkdtemp(prefix="tgbench_xhost_"))
     for row in run(settings, frameworks, units, log_dir):
         emit(row)
