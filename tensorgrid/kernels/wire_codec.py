@@ -14,27 +14,24 @@ The shuffle filter's element size is the dtype's, so it regroups the sign, expon
 bytes (or bits) of floats, which is what makes trained weights compress at all.
 
 blosc2 runs one thread per call (``nthreads=1``): the kernels' threads and the task's event loop
-must not be starved by a codec's own pool. It releases the GIL while it works, so a tensor of at
-least ``OFFLOAD_BYTES`` is encoded or decoded on the device's codec thread (one per device, made
-on first use) while the task's event loop goes on moving other steps' tensors: an encode of a
-3 MB float32 layer takes 1-3 ms of one core (LZ4), long enough to stall the parameter server's
-other transfers if it ran on the loop. Smaller tensors stay on the loop, where a thread hop would
-cost more than the work.
+must not be starved by a codec's own pool. The kernels run on the task's event loop like other
+compute kernels. blosc2 releases the GIL while it works, so they could run on a thread of their
+own; measured on the cross-host trainer of ``bench/xhost.py`` (a 3 MB float32 or 1.6 MB bfloat16
+layer: 0.5-3 ms a call) on a loaded 2-core machine, that made steps slower, not faster: the
+consumer's step waits on the decode anyway, and each hop to a thread waited for a core.
 """
 
 from __future__ import annotations
 
-import asyncio
 import struct
-from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import blosc2
 import numpy as np
 
 from tensorgrid.core import dtypes, errors
-from tensorgrid.core.registry import AsyncKernel, KernelContext
+from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
 
 MAGIC = b"TGW1"
@@ -43,8 +40,6 @@ _HEAD = struct.Struct("<4sHBxI")
 CHUNK_BYTES = 1 << 30
 _CODECS = {"lz4": blosc2.Codec.LZ4, "lz4hc": blosc2.Codec.LZ4HC, "zstd": blosc2.Codec.ZSTD,
            "zlib": blosc2.Codec.ZLIB}
-# the least tensor (bytes in or out) encoded or decoded off the event loop
-OFFLOAD_BYTES = 1 << 20
 _SHUFFLES = {"shuffle": blosc2.Filter.SHUFFLE, "bitshuffle": blosc2.Filter.BITSHUFFLE,
              "none": blosc2.Filter.NOFILTER}
 
@@ -127,46 +122,24 @@ def decode(frame: np.ndarray) -> np.ndarray:
     return out.view(dt.np).reshape(shape)
 
 
-def _codec_thread(ctx: KernelContext) -> ThreadPoolExecutor | None:
-    """The device's codec thread (a named resource of the device, made on first use), or None
-    where the kernel runs outside a device's resources."""
-    lookup = getattr(ctx.resources, "lookup_or_create", None)
-    if lookup is None:
-        return None
-    return lookup("_wire_codec", "thread",  # type: ignore[no-any-return]
-                  lambda: ThreadPoolExecutor(1, thread_name_prefix="tg-wire-codec"))
-
-
-async def _off_loop(pool: ThreadPoolExecutor | None, fn: Callable[..., Any], *args: Any) -> Any:
-    if pool is None:
-        return fn(*args)
-    return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
-
-
 @kernel("_WireEncode")
-def _wire_encode(ctx: KernelContext) -> AsyncKernel:
+def _wire_encode(ctx: KernelContext) -> Callable[[Any], Any]:
     codec, level = ctx.attr("codec"), int(ctx.attr("level"))
     shuffle, blocksize = ctx.attr("shuffle"), int(ctx.attr("blocksize"))
-    pool = _codec_thread(ctx)
 
-    def work(x: Any) -> Any:
-        return encode(x, codec, level, shuffle, blocksize)
+    def run(x: Any) -> Any:
+        return encode(np.asarray(x), codec, level, shuffle, blocksize)
 
-    def run(step: Any, x: Any) -> Coroutine[Any, Any, Any]:
-        a = np.asarray(x)
-        return _off_loop(pool if a.nbytes >= OFFLOAD_BYTES else None, work, a)
-
-    return AsyncKernel(run)
+    return run
 
 
 @kernel("_WireDecode")
-def _wire_decode(ctx: KernelContext) -> AsyncKernel:
+def _wire_decode(ctx: KernelContext) -> Callable[[Any], Any]:
     want = dtypes.as_dtype(ctx.attr("T"))
-    pool = _codec_thread(ctx)
 
-    def work(frame: Any) -> Any:
+    def run(frame: Any) -> Any:
         try:
-            x = decode(frame)
+            x = decode(np.asarray(frame))
         except ValueError as e:
             raise ctx.error(errors.DataLossError, f"Received a bad wire frame: {e}") from None
         if x.dtype != want.np:
@@ -175,9 +148,4 @@ def _wire_decode(ctx: KernelContext) -> AsyncKernel:
                             f"expects {want.name}")
         return x
 
-    def run(step: Any, frame: Any) -> Coroutine[Any, Any, Any]:
-        f = np.asarray(frame)
-        # the frame is at most a little bigger than the tensor: its size says which is big
-        return _off_loop(pool if f.nbytes >= OFFLOAD_BYTES // 2 else None, work, f)
-
-    return AsyncKernel(run)
+    return run
