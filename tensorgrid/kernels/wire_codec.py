@@ -81,7 +81,7 @@ def decode(frame: np.ndarray) -> np.ndarray:
     buf = np.ascontiguousarray(frame).reshape(-1).view(np.uint8)
     if buf.size < _HEAD.size:
         raise ValueError(f"{buf.size} bytes is shorter than a wire frame's header")
-    magic, enum, rank, count = _HEAD.unpack_from(buf)
+    magic, enum, rank, count = _HEAD.unpack(buf[:_HEAD.size].tobytes())
     if magic != MAGIC:
         raise ValueError(f"bytes starting {bytes(magic)!r} are not a wire frame")
     try:
