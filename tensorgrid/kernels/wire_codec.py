@@ -23,11 +23,11 @@ consumer's step waits on the decode anyway, and each hop to a thread waited for 
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
 
-import blosc2
 import numpy as np
 
 from tensorgrid.core import dtypes, errors
@@ -38,10 +38,19 @@ MAGIC = b"TGW1"
 _HEAD = struct.Struct("<4sHBxI")
 # a multiple of every element size, under blosc2's limit of one call
 CHUNK_BYTES = 1 << 30
-_CODECS = {"lz4": blosc2.Codec.LZ4, "lz4hc": blosc2.Codec.LZ4HC, "zstd": blosc2.Codec.ZSTD,
-           "zlib": blosc2.Codec.ZLIB}
-_SHUFFLES = {"shuffle": blosc2.Filter.SHUFFLE, "bitshuffle": blosc2.Filter.BITSHUFFLE,
-             "none": blosc2.Filter.NOFILTER}
+# blosc2's names of the codecs and filters
+_CODECS = {"lz4": "LZ4", "lz4hc": "LZ4HC", "zstd": "ZSTD", "zlib": "ZLIB"}
+_SHUFFLES = {"shuffle": "SHUFFLE", "bitshuffle": "BITSHUFFLE", "none": "NOFILTER"}
+
+
+@functools.cache
+def _blosc2() -> Any:
+    """The blosc2 module, imported on the first encode or decode: importing it takes ~0.35 s and
+    loads httpx (for its remote arrays), which the kernels' layer must not import; only a process
+    that runs the codec pays for it."""
+    import blosc2  # lazy: a heavy optional dependency that loads a network library
+
+    return blosc2
 
 
 def encode(x: np.ndarray, codec: str = "lz4", level: int = 1, shuffle: str = "bitshuffle",
@@ -56,9 +65,10 @@ def encode(x: np.ndarray, codec: str = "lz4", level: int = 1, shuffle: str = "bi
     a = x if x.flags.c_contiguous else x.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
     dt = dtypes.as_dtype(a.dtype)
     flat = a.reshape(-1).view(np.uint8)
-    cparams = {"codec": _CODECS[codec], "clevel": int(level), "typesize": a.itemsize,
-               "filters": [_SHUFFLES[shuffle]], "filters_meta": [0], "nthreads": 1,
-               "blocksize": int(blocksize)}
+    blosc2 = _blosc2()
+    cparams = {"codec": blosc2.Codec[_CODECS[codec]], "clevel": int(level),
+               "typesize": a.itemsize, "filters": [blosc2.Filter[_SHUFFLES[shuffle]]],
+               "filters_meta": [0], "nthreads": 1, "blocksize": int(blocksize)}
     chunks = [blosc2.compress2(flat[i:i + CHUNK_BYTES], **cparams)
               for i in range(0, flat.size, CHUNK_BYTES)]
     head = _HEAD.pack(MAGIC, dt.enum, a.ndim, len(chunks))
@@ -102,6 +112,7 @@ def decode(frame: np.ndarray) -> np.ndarray:
         raise ValueError(f"a wire frame of {buf.size} bytes whose chunks need {pos + sum(sizes)}")
     if -(-nbytes // CHUNK_BYTES) != count:
         raise ValueError(f"{count} chunks for a {dt.name} tensor of shape {list(shape)}")
+    blosc2 = _blosc2()
     out = np.empty(nbytes, np.uint8)
     done = 0
     for size in sizes:
