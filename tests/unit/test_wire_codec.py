@@ -19,7 +19,7 @@ from tensorgrid.core import dtypes, errors
 from tensorgrid.core.ir import NodeDef
 from tensorgrid.core.registry import TensorSpec
 from tensorgrid.core.shapes import TensorShape
-from tensorgrid.kernels.wire_codec import CHUNK_BYTES, decode, encode
+from tensorgrid.kernels.wire_codec import CHUNK_BYTES, FRAME_ALIGN, PAD_FROM, decode, encode
 from tensorgrid.master.master_session import SessionOptions
 
 PS_TASK, WORKER_TASK = "/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0"
@@ -66,8 +66,23 @@ def test_weights_shrink_and_random_bytes_cost_only_the_header():
     assert encode(w).size < 0.92 * w.nbytes  # the exponent bytes of weights repeat
     noise = RNG.integers(0, 256, 1 << 20, dtype=np.uint8)
     frame = encode(noise, "lz4", 9, "none")
-    assert frame.size <= noise.size + 200
+    assert frame.size <= noise.size + FRAME_ALIGN  # a header, a chunk header, the padding
     np.testing.assert_array_equal(decode(frame), noise)
+
+
+def test_big_frames_are_padded_to_a_few_sizes_that_receive_buffers_reuse():
+    sizes = set()
+    for seed in range(8):  # the same layer after different updates: other compressed sizes
+        w = np.random.default_rng(seed).uniform(-0.07, 0.07, (784, 1024)).astype(np.float32)
+        frame = encode(w)
+        assert frame.size % FRAME_ALIGN == 0 and frame.size >= PAD_FROM
+        assert decode(frame).tobytes() == w.tobytes()
+        sizes.add(frame.size)
+    assert len(sizes) <= 3, sizes
+    small = encode(_weights((100, 10)))
+    assert small.size < PAD_FROM and small.size % FRAME_ALIGN != 0  # small frames: as they are
+    with pytest.raises(ValueError, match="padded"):
+        decode(np.concatenate([frame, np.zeros(FRAME_ALIGN, np.uint8)]))
 
 
 def test_the_frame_holds_one_chunk_per_chunk_bytes():
