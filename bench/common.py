@@ -82,17 +82,19 @@ def add_settings_args(parser: Any) -> None:
                              "median phases of a step (tensorgrid)")
 
 
-def parse_unit_args(doc: str | None, units: Sequence[str], argv: list[str] | None
+def parse_unit_args(doc: str | None, units: Sequence[str], argv: list[str] | None,
+                    known: Callable[[str], bool] | None = None
                     ) -> tuple[Settings, list[str], list[str]]:
     """Parse a bench's command line (``--framework``, ``--units`` and the settings): the settings,
-    the frameworks and the units asked for; an unknown unit is a usage error."""
+    the frameworks and the units asked for; a unit neither in ``units`` nor ``known`` (a variant
+    the bench can run but does not list) is a usage error."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--framework", default="tensorgrid,tensorflow")
     p.add_argument("--units", default=",".join(units))
     add_settings_args(p)
     a = p.parse_args(argv)
     asked = [u for u in a.units.split(",") if u]
-    unknown = [u for u in asked if u not in units]
+    unknown = [u for u in asked if u not in units and not (known and known(u))]
     if unknown:
         p.error(f"unknown unit(s) {unknown}; choose from {list(units)}")
     return settings_from_args(a), a.framework.split(","), asked

@@ -88,26 +88,30 @@ def probe(framework: str, log_dir: Path) -> dict[str, Any]:
 
 
 def run_cluster(framework: str, unit: str, s: Settings, log_dir: Path,
-                hosts: SimulatedHosts | None = None, bf16_wire: bool = False
-                ) -> list[dict[str, Any]]:
+                hosts: SimulatedHosts | None = None, bf16_wire: bool = False,
+                wire_codec: str = "") -> list[dict[str, Any]]:
     """Start ps0, worker0 and worker1 for one unit, collect worker 0's rows, stop all by PID.
 
     Args:
         hosts: three simulated hosts to run the ps, worker 0 and worker 1 in (one each), or None
             for all three on 127.0.0.1 of this host.
         bf16_wire: train units send cross-task float32 tensors as bfloat16.
+        wire_codec: train units encode cross-host tensors with this lossless codec (a suffix
+            of ``xhost.CODEC_SUFFIX``: ``lz4``, ``zstd_pulls``...; tensorgrid only).
     """
     py = python_for(framework)
     assert py is not None
     ports = free_ports(3) if hosts is None else [2222, 2223, 2224]
     tag = (f"{framework}-{'xhost_' if hosts else ''}{unit.replace('.', '_')}"
-           f"{'_bf16' if bf16_wire else ''}")
+           f"{'_bf16' if bf16_wire else ''}{'_' + wire_codec if wire_codec else ''}")
     base = [py, str(ROLES), "--framework", framework, "--ports", ",".join(map(str, ports)),
             "--unit", unit, *s.as_args()]
     if hosts is not None:
         base += ["--hosts", ",".join(hosts.address(i) for i in range(3))]
     if bf16_wire:
         base.append("--bf16-wire")
+    if wire_codec:
+        base += ["--wire-codec", wire_codec]
     env = child_env(framework)
     if hosts is not None and framework == "tensorgrid":
         # a task that listens on an address other than loopback needs the cluster's secret

@@ -222,7 +222,7 @@ def bench_transfer(api: Api, server: Any, s: Settings) -> None:
 
 # ----------------------------------------------------------------------------- train
 def bench_train(api: Api, server: Any, cluster: Any, task: int, model: str, mode: str,
-                s: Settings, bf16_wire: bool = False) -> None:
+                s: Settings, bf16_wire: bool = False, wire_codec: str = "") -> None:
     """(c) between-graph data parallelism: this worker's replica, variables on the ps.
 
     The chief waits until worker 1 has marked itself ready, warms up, then measures ``s.reps``
@@ -251,7 +251,7 @@ def bench_train(api: Api, server: Any, cluster: Any, task: int, model: str, mode
         mark_ready = ready.assign_add(1)
     hooks = [m.optimizer.make_session_run_hook(is_chief)] if mode == "sync" else []
     cfg = api.session_config(device_filters=["/job:ps", f"/job:worker/task:{task}"],
-                             bf16_wire=bf16_wire)
+                             bf16_wire=bf16_wire, wire_codec=wire_codec)
     opts = tf.RunOptions(timeout_in_ms=STEP_TIMEOUT_MS)
     per_update = m.batch * (2 if mode == "sync" else 1)
     measured: tuple[list[float], list[float], dict[str, Any], dict[str, Any]] | None = None
@@ -371,7 +371,8 @@ def unit_figures(unit: str, s: Settings) -> tuple[str, ...]:
 
 
 def role_main(framework: str, role: str, task: int, ports: list[int], unit: str,
-              s: Settings, hosts: list[str] | None = None, bf16_wire: bool = False) -> int:
+              s: Settings, hosts: list[str] | None = None, bf16_wire: bool = False,
+              wire_codec: str = "") -> int:
     """Serve this task; worker 0 (and worker 1 in ``train`` units) also runs its client.
 
     Worker 0 turns any failure into error rows for the unit's figures, so the orchestrator always
@@ -400,7 +401,7 @@ def role_main(framework: str, role: str, task: int, ports: list[int], unit: str,
             bench_transfer(api, server, s)
         else:
             _, model, mode = unit.split(".")
-            bench_train(api, server, cluster, task, model, mode, s, bf16_wire)
+            bench_train(api, server, cluster, task, model, mode, s, bf16_wire, wire_codec)
     except Exception as exc:
         traceback.print_exc()
         if role == "worker" and task == 0:
@@ -426,11 +427,13 @@ def main() -> int:
                    help="addresses of the ps, worker 0 and worker 1 (default: all 127.0.0.1)")
     p.add_argument("--bf16-wire", action="store_true",
                    help="train units: cross-task float32 tensors travel as bfloat16")
+    p.add_argument("--wire-codec", default="",
+                   help="train units: the lossless wire codec (lz4, zstd_pulls, lz4_L3...)")
     add_settings_args(p)
     a = p.parse_args()
     return role_main(a.framework, a.role, a.task, [int(x) for x in a.ports.split(",")], a.unit,
                      settings_from_args(a), a.hosts.split(",") if a.hosts else None,
-                     a.bf16_wire)
+                     a.bf16_wire, a.wire_codec)
 
 
 if __name__ == "__main__":

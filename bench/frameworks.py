@@ -108,7 +108,7 @@ class Api:
         return lacks_reason(self.missing, bench)
 
     def session_config(self, fold_constants: bool = True, device_filters: list[str] | None = None,
-                       bf16_wire: bool = False) -> Any:
+                       bf16_wire: bool = False, wire_codec: str = "") -> Any:
         """A ConfigProto with 2 intra- and inter-op threads (as the TF peer measured).
 
         With ``fold_constants`` False, constant folding is off. For TensorFlow that takes both
@@ -116,7 +116,10 @@ class Api:
         (``opt_level`` L1, the default, turns its constant folding back on even with grappler
         off); for tensorgrid it is ``optimizer_options.do_constant_folding = False``. With
         ``bf16_wire``, cross-task float32 tensors travel as bfloat16 (TF1's
-        ``graph_options.enable_bfloat16_sendrecv``, honoured by both).
+        ``graph_options.enable_bfloat16_sendrecv``, honoured by both). With ``wire_codec``
+        (``lz4``, ``zstd_pulls``, ``lz4_L3``: codec, then ``_pulls`` for only what workers pull,
+        then a level), tensorgrid encodes cross-host tensors of 64 KB or more losslessly
+        (``graph_options.wire_compression``); TensorFlow has no such codec and refuses.
         """
         tf = self.tf
         cfg = tf.ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=2)
@@ -124,6 +127,14 @@ class Api:
             cfg.device_filters.extend(device_filters)
         if bf16_wire:
             cfg.graph_options.enable_bfloat16_sendrecv = True
+        if wire_codec:
+            if self.name != "tensorgrid":
+                raise ValueError(f"{self.name} has no lossless wire codec ({wire_codec!r})")
+            codec, *rest = wire_codec.split("_")
+            level = next((int(r[1:]) for r in rest if r.startswith("L")), 1)
+            cfg.graph_options.wire_compression = tf.WireCompression(
+                dtype="bfloat16" if bf16_wire else "", codec=codec, codec_level=level,
+                codec_edges="non_gradients" if "pulls" in rest else "all")
         if not fold_constants:
             if self.name == "tensorflow":
                 cfg.graph_options.rewrite_options.disable_meta_optimizer = True

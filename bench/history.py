@@ -11,9 +11,14 @@ the report it had. Stdlib only.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# the last part of a cross-host unit or figure that names a lossless wire codec: the codec, then
+# ``_pulls`` (only what workers pull), then ``_L<level>`` (``xhost.....1gbit.zstd_pulls_L3``)
+CODEC_SUFFIX = re.compile(r"^(lz4|lz4hc|zstd|zlib)(_pulls)?(_L[1-9])?$")
 
 
 @dataclass
@@ -64,11 +69,14 @@ def read_run(path: Path) -> Run:
 
 
 def _split_suffixes(name: str) -> tuple[str, tuple[str, ...]]:
-    """Cross-host names carry the link rate and ``bf16`` as suffixes after the figure
-    (``xhost.train.wide.async.worker0_own.1gbit.bf16``): (the name without them, them)."""
+    """Cross-host names carry the link rate, ``bf16`` and a wire codec as suffixes after the
+    figure (``xhost.train.wide.async.worker0_own.1gbit.bf16.lz4``): (the name without them,
+    them)."""
     parts = name.split(".")
     tail: list[str] = []
     if parts[0] == "xhost":
+        if len(parts) > 2 and CODEC_SUFFIX.match(parts[-1]):
+            tail.insert(0, parts.pop())
         if len(parts) > 2 and parts[-1] == "bf16":
             tail.insert(0, parts.pop())
         if len(parts) > 2 and parts[-1].endswith("bit"):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from common import BENCH_DIR, REPO_ROOT
-from history import Run, merge, read_run, unit_of
+from history import CODEC_SUFFIX, Run, merge, read_run, unit_of
 
 # figure -> (comparison, target). Latencies must stay at or under, rates at or over the target.
 GOALS: dict[str, tuple[str, float]] = {
@@ -91,6 +91,7 @@ def figure_title(bench: str, row: dict[str, Any] | None = None) -> str:
                 "(plan + register)", "step": "a cached step (fan-out, transfers, fan-in)"}
         return f"{parts[1]} tasks: {what.get(parts[2], parts[2])}"
     if parts[0] == "xhost":
+        codec = parts.pop() if CODEC_SUFFIX.match(parts[-1]) else ""
         bf16 = parts[-1] == "bf16"
         rest = parts[1:-1] if bf16 else parts[1:]
         tail = rest[-1]
@@ -99,6 +100,7 @@ def figure_title(bench: str, row: dict[str, Any] | None = None) -> str:
         link = tail if tail.endswith("bit") else f"unshaped, MTU {mtu}" if mtu else "unshaped"
         inner = figure_title(".".join(["dist", *(rest[:-1] if named else rest)]))
         wire = ", bfloat16 on the wire" if bf16 else ""
+        wire += f", {codec} lossless codec on the wire" if codec else ""
         return f"{inner}; across simulated hosts, {link} link{wire}"
     if parts[:2] == ["dist", "transfer"]:
         where = "ps -> worker 0" if parts[2] == "ps_to_worker" else "worker 0 local (baseline)"

@@ -11,6 +11,14 @@ Units (fresh hosts and a fresh cluster of one framework for each):
                          step), 2 workers async, every host's egress shaped to 1 Gbit/s (tbf)
   train.wide.async.1gbit.bf16  the same with bfloat16 on the wire
                          (graph_options.enable_bfloat16_sendrecv, honoured by both frameworks)
+  train.wide.async.1gbit.lz4   the same with the lossless wire codec (LZ4 after a bit shuffle) on
+                         every cross-host tensor of 64 KB or more (tensorgrid only: TensorFlow has
+                         no fast lossless codec; its row is the unit without the suffix)
+  train.wide.async.1gbit.bf16.lz4  bfloat16 on the wire, then LZ4
+
+A codec suffix is ``lz4``, ``lz4hc``, ``zstd`` or ``zlib``, optionally ``_pulls`` (only the
+tensors workers pull: the ps's egress carries them to both workers, the workers' own egress only
+their pushes) and ``_L<level>`` (``zstd_pulls_L3``); the units above are the ones ``run.py`` runs.
 
 Needs root (ip netns, unshare, tc); without it every row is reported as skipped with the reason.
 
@@ -31,10 +39,14 @@ from typing import Any
 import dist
 from common import Settings, emit, info, parse_unit_args, status_row
 from dist_roles import unit_figures
+from history import CODEC_SUFFIX
 
 from tensorgrid.cluster.simhosts import SimulatedHosts, unavailable_reason
 
-UNITS = ("transfer", "transfer.mtu1500", "transfer.1gbit", "train.wide.async.1gbit", "train.wide.async.1gbit.bf16")
+UNITS = ("transfer", "transfer.mtu1500", "transfer.1gbit", "train.wide.async.1gbit",
+         "train.wide.async.1gbit.bf16", "train.wide.async.1gbit.lz4",
+         "train.wide.async.1gbit.bf16.lz4")
+
 HOSTS = 3
 # the MTU of the unshaped simulated network (ours to choose: it exists only on this machine):
 # fewer, bigger packets per GB raised both the kernel's figure and the data plane's by a third
@@ -43,23 +55,37 @@ HOSTS = 3
 UNSHAPED_MTU = 65000
 
 
-def split_unit(unit: str) -> tuple[str, str | None, bool]:
-    """``train.wide.async.1gbit.bf16`` -> (``train.wide.async``, ``1gbit``, True): the dist unit,
-    the link (a rate, ``mtuN`` for an unshaped link of that MTU, None: unshaped with
-    ``UNSHAPED_MTU``) and whether bfloat16 goes on the wire."""
+def split_unit(unit: str) -> tuple[str, str | None, bool, str]:
+    """``train.wide.async.1gbit.bf16.lz4`` -> (``train.wide.async``, ``1gbit``, True, ``lz4``):
+    the dist unit, the link (a rate, ``mtuN`` for an unshaped link of that MTU, None: unshaped
+    with ``UNSHAPED_MTU``), whether bfloat16 goes on the wire and the codec suffix ("": none)."""
     parts = unit.split(".")
+    codec = parts.pop() if CODEC_SUFFIX.match(parts[-1]) else ""
     bf16 = parts[-1] == "bf16"
     if bf16:
         parts.pop()
     rate = parts.pop() if parts[-1].endswith("bit") or parts[-1].startswith("mtu") else None
-    return ".".join(parts), rate, bf16
+    return ".".join(parts), rate, bf16, codec
 
 
-def figure_name(dist_figure: str, rate: str | None, bf16: bool = False) -> str:
-    """``dist.train.wide.async`` -> ``xhost.train.wide.async.1gbit[.bf16]``."""
+def figure_name(dist_figure: str, rate: str | None, bf16: bool = False, codec: str = "") -> str:
+    """``dist.train.wide.async`` -> ``xhost.train.wide.async.1gbit[.bf16][.lz4]``."""
     name = "xhost." + dist_figure.split(".", 1)[1]
     name = f"{name}.{rate}" if rate else name
-    return f"{name}.bf16" if bf16 else name
+    name = f"{name}.bf16" if bf16 else name
+    return f"{name}.{codec}" if codec else name
+
+
+def codec_variant(unit: str) -> bool:
+    """Whether ``unit`` is a listed train unit with another codec suffix (``...1gbit.zstd_pulls``)."""
+    base, _, last = unit.rpartition(".")
+    return base in UNITS and base.startswith("train.") and bool(CODEC_SUFFIX.match(last))
+
+
+def wire_label(bf16: bool, codec: str) -> str:
+    """What travels on the wire, for the rows."""
+    parts = (["bfloat16"] if bf16 else []) + ([codec] if codec else [])
+    return " + ".join(parts) or "as is"
 
 
 def run(s: Settings, frameworks: list[str], units: list[str], log_dir: Path,
@@ -69,12 +95,14 @@ def run(s: Settings, frameworks: list[str], units: list[str], log_dir: Path,
     why = unavailable_reason()
     rows: list[dict[str, Any]] = []
     for unit in units:
-        inner, rate, bf16 = split_unit(unit)
+        inner, rate, bf16, codec = split_unit(unit)
         for fw in frameworks:
-            figures = [figure_name(f, rate, bf16) for f in unit_figures(inner, s)]
+            figures = [figure_name(f, rate, bf16, codec) for f in unit_figures(inner, s)]
             if why:
                 rows += [status_row(f, fw, "skipped", why) for f in figures]
                 continue
+            if codec and fw != "tensorgrid":
+                continue  # no lossless tensor codec to compare: the peer is the plain unit
             if fw not in probes:
                 probes[fw] = dist.probe(fw, log_dir)
             if "error" in probes[fw]:
@@ -88,18 +116,18 @@ def run(s: Settings, frameworks: list[str], units: list[str], log_dir: Path,
             shaped = rate if rate and rate.endswith("bit") else None
             mtu = int(rate[3:]) if rate and not shaped else None if shaped else UNSHAPED_MTU
             with SimulatedHosts(HOSTS, rate=shaped, mtu=mtu) as hosts:
-                got = dist.run_cluster(fw, inner, s, unit_dir, hosts, bf16)
+                got = dist.run_cluster(fw, inner, s, unit_dir, hosts, bf16, codec)
             for row in got:
-                row["bench"] = figure_name(row["bench"], rate, bf16)
+                row["bench"] = figure_name(row["bench"], rate, bf16, codec)
                 row["link"] = shaped or "unshaped veth"
                 row["mtu"] = mtu or 1500
-                row["wire"] = "bfloat16" if bf16 else "as is"
+                row["wire"] = wire_label(bf16, codec)
             rows += got
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings, frameworks, units = parse_unit_args(__doc__, UNITS, argv)
+    settings, frameworks, units = parse_unit_args(__doc__, UNITS, argv, known=codec_variant)
     log_dir = Path(tempfile.mkdtemp(prefix="tgbench_xhost_"))
     for row in run(settings, frameworks, units, log_dir):
         emit(row)

@@ -78,6 +78,13 @@ class SessionConfig(_Body):
         default="", description="lossy wire type of cross-task float32 tensors ('': none)")
     wire_min_bytes: int = Field(default=0, ge=0)
     wire_gradients_only: bool = False
+    wire_codec: Literal["", "lz4", "lz4hc", "zstd", "zlib"] = Field(
+        default="", description="lossless codec of cross-task tensors ('': none)")
+    wire_codec_level: int = Field(default=1, ge=1, le=9)
+    wire_codec_min_bytes: int = Field(default=64 * 1024, ge=0)
+    wire_codec_edges: Literal["all", "gradients", "non_gradients"] = "all"
+    wire_codec_integers: bool = False
+    wire_codec_cross_host_only: bool = True
 
     def options(self) -> SessionOptions:
         """The core's SessionOptions."""
@@ -87,7 +94,12 @@ class SessionConfig(_Body):
             device_filters=tuple(self.device_filters), do_cse=not self.disable_cse,
             do_constant_folding=not self.disable_constant_folding,
             timeout_s=self.operation_timeout_ms / 1000.0, wire_dtype=self.wire_dtype,
-            wire_min_bytes=self.wire_min_bytes, wire_gradients_only=self.wire_gradients_only)
+            wire_min_bytes=self.wire_min_bytes, wire_gradients_only=self.wire_gradients_only,
+            wire_codec=self.wire_codec, wire_codec_level=self.wire_codec_level,
+            wire_codec_min_bytes=self.wire_codec_min_bytes,
+            wire_codec_edges=self.wire_codec_edges,
+            wire_codec_integers=self.wire_codec_integers,
+            wire_codec_cross_host_only=self.wire_codec_cross_host_only)
 
 
 def _one_of_graph_and_id(schema: dict[str, Any]) -> None:

@@ -9,7 +9,8 @@ from tensorgrid.framework.graph import Operation
 
 # Sources, sinks, state and plumbing: nothing flows back through them.
 not_differentiable(
-    "Const", "Placeholder", "NoOp", "_Arg", "_Retval", "_Send", "_Recv", "StopGradient",
+    "Const", "Placeholder", "NoOp", "_Arg", "_Retval", "_Send", "_Recv", "_WireEncode",
+    "_WireDecode", "StopGradient",
     "VariableV2", "Assign", "AssignAdd", "AssignSub", "IsVariableInitialized",
     "ApplyGradientDescent", "ApplyMomentum", "ApplyAdam", "ApplyAdagrad", "ApplyRMSProp",
     "ApplyCenteredRMSProp",

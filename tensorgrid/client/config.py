@@ -33,18 +33,54 @@ class RewriterConfig:
 
 @dataclass
 class WireCompression:
-    """Lossy compression of the float32 tensors that cross tasks (a cast pair around each Send/Recv
-    pair the partitioner inserts; see ``tensorgrid/compiler/wire.py``).
+    """Compression of the tensors that cross tasks (see ``tensorgrid/compiler/wire.py``): lossy,
+    a cast pair around each Send/Recv pair the partitioner inserts, and lossless, an encode and
+    decode pair (blosc2) around it; with both, the cast comes first.
 
     Attributes:
-        dtype: "bfloat16" or "float16".
-        min_bytes: only tensors of at least this many bytes (at float32).
-        gradients_only: only tensors computed under the ``gradients`` name scope.
+        dtype: "bfloat16" or "float16" (float32 tensors travel narrowed), "" for no narrowing.
+        min_bytes: only tensors of at least this many bytes (at float32) are narrowed.
+        gradients_only: only tensors computed under the ``gradients`` name scope are narrowed.
+        codec: "lz4", "lz4hc", "zstd" or "zlib" (lossless), "" for none.
+        codec_level: its level, 1 (fast) .. 9 (small).
+        codec_min_bytes: only tensors of at least this many bytes on the wire are encoded.
+        codec_edges: "all", "gradients" (what workers push) or "non_gradients" (what they pull).
+        codec_integers: integer and bool tensors too (floating ones always).
+        codec_shuffle: "bitshuffle", "shuffle", "none" or "" (bitshuffle for LZ4, else shuffle).
+        codec_blocksize: blosc2's block size in bytes (0: its choice).
+        codec_cross_host_only: leave edges between two tasks of one host alone (they trade
+            tensors through shared memory, where encoding is pure cost).
     """
 
     dtype: str = "bfloat16"
     min_bytes: int = 0
     gradients_only: bool = False
+    codec: str = ""
+    codec_level: int = 1
+    codec_min_bytes: int = 64 * 1024
+    codec_edges: str = "all"
+    codec_integers: bool = False
+    codec_shuffle: str = ""
+    codec_blocksize: int = 0
+    codec_cross_host_only: bool = True
+
+
+@dataclass
+class RPCOptions:
+    """TF1's ``ConfigProto.rpc_options`` (the compression part).
+
+    ``compression_algorithm`` "deflate" or "gzip" (TF compresses its gRPC messages with either) is
+    honoured as the lossless wire codec "zlib" (the same deflate stream, applied to each tensor
+    after a byte shuffle), and "lz4"/"zstd" name those codecs; ``compression_level`` 1, 2, 3 (TF:
+    gRPC's low, medium, high) is zlib's level 1, 5, 9, and 0 (TF: none) turns it off. A
+    ``GraphOptions.wire_compression`` with a codec wins over these.
+    """
+
+    compression_algorithm: str = ""
+    compression_level: int = 0
+
+
+_RPC_LEVELS = {1: 1, 2: 5, 3: 9}
 
 
 @dataclass
@@ -76,6 +112,7 @@ class ConfigProto:
     device_filters: list[str] = field(default_factory=list)
     graph_options: GraphOptions = field(default_factory=GraphOptions)
     gpu_options: GPUOptions = field(default_factory=GPUOptions)
+    rpc_options: RPCOptions = field(default_factory=RPCOptions)
     inter_op_parallelism_threads: int = 0
     intra_op_parallelism_threads: int = 0
     operation_timeout_in_ms: int = 0
@@ -95,17 +132,47 @@ class ConfigProto:
             self.graph_options.optimizer_options.opt_level >= 0
 
     def wire_options(self) -> dict[str, Any]:
-        """The session options of the wire compression asked for (none by default)."""
+        """The session options of the wire compression asked for (none by default).
+
+        Raises:
+            ValueError: a wire type or rpc_options setting this runtime does not know.
+        """
         go = self.graph_options
         wc = go.wire_compression
         if wc is None and go.enable_bfloat16_sendrecv:
             wc = WireCompression()
         if wc is None:
-            return {"wire_dtype": "", "wire_min_bytes": 0, "wire_gradients_only": False}
-        if wc.dtype not in ("bfloat16", "float16"):
+            wc = WireCompression(dtype="")
+        if wc.dtype not in ("bfloat16", "float16", ""):
             raise ValueError(f"WireCompression.dtype is 'bfloat16' or 'float16', not {wc.dtype!r}")
-        return {"wire_dtype": wc.dtype, "wire_min_bytes": int(wc.min_bytes),
-                "wire_gradients_only": bool(wc.gradients_only)}
+        out = {"wire_dtype": wc.dtype, "wire_min_bytes": int(wc.min_bytes),
+               "wire_gradients_only": bool(wc.gradients_only)}
+        codec, level = wc.codec, wc.codec_level
+        rpc = self.rpc_options
+        if not codec and rpc.compression_algorithm:
+            codec, level = self._rpc_codec(rpc)
+        return {**out, "wire_codec": codec, "wire_codec_level": int(level),
+                "wire_codec_min_bytes": int(wc.codec_min_bytes),
+                "wire_codec_edges": wc.codec_edges, "wire_codec_integers": bool(wc.codec_integers),
+                "wire_codec_shuffle": wc.codec_shuffle,
+                "wire_codec_blocksize": int(wc.codec_blocksize),
+                "wire_codec_cross_host_only": bool(wc.codec_cross_host_only)}
+
+    @staticmethod
+    def _rpc_codec(rpc: RPCOptions) -> tuple[str, int]:
+        """(codec, level) of TF1's rpc_options; ("", 1) when its level turns compression off."""
+        algo = rpc.compression_algorithm.lower()
+        if algo in ("deflate", "gzip"):
+            if rpc.compression_level not in (0, *_RPC_LEVELS):
+                raise ValueError("rpc_options.compression_level is 0..3, not "
+                                 f"{rpc.compression_level}")
+            if rpc.compression_level == 0:
+                return "", 1
+            return "zlib", _RPC_LEVELS[rpc.compression_level]
+        if algo in ("lz4", "lz4hc", "zstd", "zlib"):
+            return algo, rpc.compression_level or 1
+        raise ValueError("rpc_options.compression_algorithm is 'deflate', 'gzip', 'lz4', 'lz4hc', "
+                         f"'zstd' or 'zlib', not {rpc.compression_algorithm!r}")
 
     def cse_enabled(self) -> bool:
         rw = self.graph_options.rewrite_options

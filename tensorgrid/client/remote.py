@@ -375,7 +375,13 @@ def _options_proto(opts: dict[str, Any]) -> Any:
         operation_timeout_ms=int(opts["timeout_s"] * 1000), client_task=opts["client_task"],
         # (the stubs type the enum field as DataType; its number is what protobuf stores)
         wire_dtype=serde.dtype_to_enum(opts["wire_dtype"]) if opts["wire_dtype"] else 0,  # type: ignore[arg-type]
-        wire_min_bytes=opts["wire_min_bytes"], wire_gradients_only=opts["wire_gradients_only"])
+        wire_min_bytes=opts["wire_min_bytes"], wire_gradients_only=opts["wire_gradients_only"],
+        wire_codec=master_pb2.WireCodec(
+            codec=opts["wire_codec"], level=opts["wire_codec_level"],
+            min_bytes=opts["wire_codec_min_bytes"], edges=opts["wire_codec_edges"],
+            integers=opts["wire_codec_integers"], shuffle=opts["wire_codec_shuffle"],
+            blocksize=opts["wire_codec_blocksize"],
+            same_host_too=not opts["wire_codec_cross_host_only"]) if opts["wire_codec"] else None)
 
 
 def _decode_http(r: Any, response_type: Any) -> Any:

@@ -8,7 +8,9 @@
 * Every Send/Recv carries the incarnation of its sending task (``get_incarnation``), which is part
   of the rendezvous key: a task that restarted refuses the keys of its previous incarnation.
 * With a ``WirePolicy``, a float32 edge it selects travels narrowed: a ``Cast`` to the wire type
-  before the ``_Send`` on the producer's task, a ``Cast`` back after the ``_Recv`` on the consumer's.
+  before the ``_Send`` on the producer's task, a ``Cast`` back after the ``_Recv`` on the consumer's;
+  an edge its codec selects travels encoded: ``_WireEncode`` before the ``_Send`` (after the cast,
+  if any), ``_WireDecode`` after the ``_Recv`` (before the cast back).
 * A graph with control flow first gets its control-flow nodes colocated with their data, then a
   control loop per task for every loop frame that spans tasks, and every ``_Recv`` inside a frame
   a control edge from its task's control loop (``compiler/control_loops.py``); a ``_Recv`` of a
@@ -55,7 +57,8 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
 
     Args:
         nodes: the placed graph. specs: the output specs of its nodes.
-        wire: which cross-task float32 edges travel in a narrower type (None: every edge as is).
+        wire: which cross-task edges travel in a narrower type or encoded (None: every edge as
+            it is).
         get_incarnation: the incarnation of a task by name, stamped on the Send/Recv pairs it
             sends from (0, the default, when no task can restart: one process).
 
@@ -118,6 +121,15 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
             sent, dtype = f"{base}/_to_wire", narrow
             add(task[src], NodeDef(sent, "Cast", (f"{src}:{idx}",), src_node.device,
                                    {"SrcT": spec.dtype, "DstT": narrow, "Truncate": False}))
+        wire_spec = TensorSpec(dtype, spec.shape)
+        codec = wire.wire_codec(src, wire_spec, task[src], dst_task) if wire is not None else None
+        if codec is not None:
+            encoded = f"{base}/_encode"
+            add(task[src], NodeDef(encoded, "_WireEncode", (sent,), src_node.device,
+                                   {"T": dtype, "codec": codec.codec, "level": codec.level,
+                                    "shuffle": codec.shuffle_filter,
+                                    "blocksize": codec.blocksize}))
+            sent, dtype = encoded, dtypes.uint8
         attrs = {
             "tensor_name": sent if ":" in sent else f"{sent}:0",
             "send_device": src_node.device,
@@ -128,8 +140,14 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
         add(task[src], NodeDef(f"{base}/_send", "_Send", (sent,), src_node.device,
                                {**attrs, "T": dtype}))
         recv = f"{base}/_recv"
+        recv_shape = TensorShape([None]) if codec is not None else spec.shape
         add(dst_task, recv_node(recv, src, dst_task, dst_device,
-                                {**attrs, "tensor_type": dtype, "shape": spec.shape}))
+                                {**attrs, "tensor_type": dtype, "shape": recv_shape}))
+        if codec is not None:
+            decoded = f"{base}/_decode"
+            add(dst_task, NodeDef(decoded, "_WireDecode", (recv,), dst_device,
+                                  {"T": wire_spec.dtype, "shape": spec.shape}))
+            recv = decoded
         if narrow is not None:
             widened = f"{base}/_from_wire"
             add(dst_task, NodeDef(widened, "Cast", (recv,), dst_device,

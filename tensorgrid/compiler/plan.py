@@ -56,7 +56,8 @@ class Plan:
 
     def explain(self) -> list[dict[str, str]]:
         """``[{"node", "device", "reason"}]``: every node's placement, then the casts that the
-        wire policy put around Send/Recv pairs (``wire_cast``)."""
+        wire policy put around Send/Recv pairs (``wire_cast``) and its encoders and decoders
+        (``wire_codec``)."""
         rows = self.placement.explain()
         for part in self.partitions.values():
             for n in part:
@@ -64,6 +65,14 @@ class Plan:
                     rows.append({"node": n.name, "device": n.device,
                                  "reason": f"wire_cast: {n.attrs['SrcT'].name} -> "
                                            f"{n.attrs['DstT'].name} around a Send/Recv"})
+                elif n.op == "_WireEncode":
+                    rows.append({"node": n.name, "device": n.device,
+                                 "reason": f"wire_codec: encode {n.attrs['T'].name} with "
+                                           f"{n.attrs['codec']}-{n.attrs['level']} "
+                                           f"({n.attrs['shuffle']}) before a Send"})
+                elif n.op == "_WireDecode":
+                    rows.append({"node": n.name, "device": n.device,
+                                 "reason": f"wire_codec: decode {n.attrs['T'].name} after a Recv"})
         return rows
 
 

@@ -1,23 +1,32 @@
-"""Lossy compression on the wire: which cross-task edges travel in a narrower float type.
+"""Compression on the wire: which cross-task edges travel narrowed, encoded, or both.
 
-A policy is applied by the partitioner (``partition(..., wire=policy)``) as a cast pair around the
-Send/Recv of each edge it selects, as TensorFlow's partitioner does for
-``GraphOptions.enable_bfloat16_sendrecv``: the producer's task casts float32 to the wire type
-before sending, the consumer's task casts back after receiving, so the bytes on the link are halved
-and every other node sees float32 as before. The casts are ordinary nodes of the partitions, so
-they show in the placement report and in step traces like any other node.
+A policy is applied by the partitioner (``partition(..., wire=policy)``) around the Send/Recv of
+each edge it selects, and the nodes it adds are ordinary nodes of the partitions, so they show in
+the placement report (``Plan.explain``) and in step traces like any other node:
 
-Only float32 edges are narrowed (as TensorFlow does); integer, float64 and string tensors travel
-as they are.
+* Lossy: a cast pair, as TensorFlow's partitioner does for ``GraphOptions.enable_bfloat16_sendrecv``:
+  the producer's task casts float32 to the wire type before sending, the consumer's task casts back
+  after receiving, so the bytes on the link are halved and every other node sees float32 as before.
+  Only float32 edges are narrowed (as TensorFlow does).
+* Lossless (``WireCodec``): the producer's task runs ``_WireEncode`` (a blosc2 frame: shuffle filter
+  plus LZ4, ZSTD or zlib) and sends the uint8 frame; the consumer's task runs ``_WireDecode`` back
+  to the exact tensor. With both, the cast comes first (cast, encode, send; receive, decode, cast).
+
+A codec only pays where the link is slower than the codec: between hosts. Tasks on one host trade
+tensors through shared memory, where encoding is pure cost, so by default (``cross_host_only``) an
+edge between two tasks that report the same host id is left alone; the master fills in the host
+ids the tasks report (``WirePolicy.with_hosts``). A task whose host is not known counts as remote.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.dtypes import DType
 from tensorgrid.core.registry import TensorSpec
+from tensorgrid.ops.wire_codec import CODECS, SHUFFLES, encodable
 
 WIRE_DTYPES = (dtypes.bfloat16, dtypes.float16)
 # Tensors known to be smaller than this always travel as they are: they gain nothing on the wire,
@@ -26,35 +35,115 @@ WIRE_DTYPES = (dtypes.bfloat16, dtypes.float16)
 SMALL_TENSOR_BYTES = 1024
 # the name scope ``gradients()`` puts every gradient op under (TF's convention)
 GRADIENT_SCOPE = "gradients"
+# which edges a codec encodes: every one, the gradients (pushes), or all but the gradients (the
+# weights workers pull: the parameter server's egress carries those to every worker)
+EDGES = ("all", "gradients", "non_gradients")
+# TF1's rpc_options.compression_algorithm names -> ours (gRPC's deflate and gzip are zlib's stream)
+CODEC_ALIASES = {"deflate": "zlib", "gzip": "zlib"}
+
+
+@dataclass(frozen=True)
+class WireCodec:
+    """Lossless compression of the cross-task edges it selects (``_WireEncode``/``_WireDecode``).
+
+    Attributes:
+        codec: "lz4" (fast: ~2.5 GB/s per core, ~0.88 of float32 weights' size), "lz4hc",
+            "zstd" (~0.6 GB/s, ~0.85), "zlib" (slow; TF1's "deflate"/"gzip" map here).
+        level: the codec's level, 1 (fast) .. 9 (small).
+        min_bytes: only tensors of at least this many bytes on the wire (a tensor whose size is
+            not known when planning counts as big): small ones gain nothing.
+        edges: "all", "gradients" (tensors computed under the ``gradients`` name scope) or
+            "non_gradients" (everything else: the weights a worker pulls).
+        integers: integer and bool tensors too (floating ones always).
+        shuffle: "bitshuffle", "shuffle" or "none"; "" picks bitshuffle for LZ4 and byte shuffle
+            for ZSTD and zlib (the better pair for float weights of each).
+        blocksize: blosc2's block size in bytes (0: its own choice).
+        cross_host_only: leave edges between two tasks of one known host alone.
+    """
+
+    codec: str = "lz4"
+    level: int = 1
+    min_bytes: int = 64 * 1024
+    edges: str = "all"
+    integers: bool = False
+    shuffle: str = ""
+    blocksize: int = 0
+    cross_host_only: bool = True
+
+    def __post_init__(self) -> None:
+        codec = CODEC_ALIASES.get(self.codec, self.codec)
+        if codec not in CODECS:
+            raise ValueError(f"A wire codec is one of {', '.join(CODECS)} (or "
+                             f"{', '.join(CODEC_ALIASES)}), not {self.codec!r}")
+        object.__setattr__(self, "codec", codec)
+        if not 1 <= self.level <= 9:
+            raise ValueError(f"A wire codec's level is 1..9, got {self.level}")
+        if self.min_bytes < 0:
+            raise ValueError(f"min_bytes must be >= 0, got {self.min_bytes}")
+        if self.edges not in EDGES:
+            raise ValueError(f"edges is one of {', '.join(EDGES)}, not {self.edges!r}")
+        if self.shuffle and self.shuffle not in SHUFFLES:
+            raise ValueError(f"shuffle is one of {', '.join(SHUFFLES)}, not {self.shuffle!r}")
+        if self.blocksize < 0:
+            raise ValueError(f"blocksize must be >= 0, got {self.blocksize}")
+
+    @property
+    def shuffle_filter(self) -> str:
+        """The shuffle filter the encoder runs."""
+        if self.shuffle:
+            return self.shuffle
+        return "bitshuffle" if self.codec.startswith("lz4") else "shuffle"
+
+    def selects(self, producer: str, spec: TensorSpec) -> bool:
+        """Whether an edge from node ``producer`` whose wire tensor is ``spec`` is encoded."""
+        dt = spec.dtype
+        if not encodable(dt) or not (dt.is_floating or self.integers):
+            return False
+        grad = _under_gradients(producer)
+        if (self.edges == "gradients" and not grad) or (self.edges == "non_gradients" and grad):
+            return False
+        n = spec.shape.num_elements()
+        return n is None or n * dt.size >= self.min_bytes
 
 
 @dataclass(frozen=True)
 class WirePolicy:
-    """Which cross-task float32 edges are sent as ``dtype``.
+    """Which cross-task edges are sent as ``dtype`` and which are encoded by ``codec``.
 
     Attributes:
-        dtype: the wire type, bfloat16 (TF's ``enable_bfloat16_sendrecv``: same range as float32,
-            8 bits of mantissa) or float16 (more mantissa, a range of +-65504).
-        min_bytes: only tensors of at least this many bytes at float32 (a tensor whose size is not
-            known when planning counts as big); below ``SMALL_TENSOR_BYTES`` never.
-        gradients_only: only tensors produced under the ``gradients`` name scope, so that weights
-            read by workers stay exact and only the updates they push are narrowed.
+        dtype: the wire type of float32 edges, bfloat16 (TF's ``enable_bfloat16_sendrecv``: same
+            range as float32, 8 bits of mantissa) or float16 (more mantissa, a range of +-65504);
+            None: no narrowing.
+        min_bytes: only tensors of at least this many bytes at float32 are narrowed (a tensor
+            whose size is not known when planning counts as big); below ``SMALL_TENSOR_BYTES``
+            never.
+        gradients_only: only tensors produced under the ``gradients`` name scope are narrowed,
+            so that weights read by workers stay exact and only the updates they push are.
+        codec: lossless compression (after the narrowing, if any), or None.
+        hosts: (task, host id) of the tasks whose host is known (``with_hosts``), for the codec's
+            ``cross_host_only``.
     """
 
-    dtype: DType = dtypes.bfloat16
+    dtype: DType | None = dtypes.bfloat16
     min_bytes: int = 0
     gradients_only: bool = False
+    codec: WireCodec | None = None
+    hosts: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.dtype not in WIRE_DTYPES:
+        if self.dtype is not None and self.dtype not in WIRE_DTYPES:
             raise ValueError(f"A wire type is bfloat16 or float16, not {self.dtype.name}")
         if self.min_bytes < 0:
             raise ValueError(f"min_bytes must be >= 0, got {self.min_bytes}")
 
+    def with_hosts(self, hosts: Mapping[str, str]) -> WirePolicy:
+        """This policy knowing the host id of each task (tasks with an empty id are left out)."""
+        return replace(self, hosts=tuple(sorted((t, h) for t, h in hosts.items() if h)))
+
     def wire_dtype(self, producer: str, spec: TensorSpec) -> DType | None:
         """The type an edge from node ``producer`` with output ``spec`` travels in, or None to
         send it as it is."""
-        if spec.dtype is not dtypes.float32:
+        if self.dtype is None or spec.dtype is not dtypes.float32:
             return None
         if self.gradients_only and not _under_gradients(producer):
             return None
@@ -62,6 +151,20 @@ class WirePolicy:
         if n is not None and n * 4 < max(self.min_bytes, SMALL_TENSOR_BYTES):
             return None
         return self.dtype
+
+    def wire_codec(self, producer: str, spec: TensorSpec, src_task: str,
+                   dst_task: str) -> WireCodec | None:
+        """The codec that encodes an edge from ``producer`` (on ``src_task``) to ``dst_task``
+        whose wire tensor (after any narrowing) is ``spec``, or None."""
+        c = self.codec
+        if c is None or not c.selects(producer, spec):
+            return None
+        if c.cross_host_only:
+            hosts = dict(self.hosts)
+            src, dst = hosts.get(src_task), hosts.get(dst_task)
+            if src is not None and src == dst:
+                return None
+        return c
 
 
 def _under_gradients(name: str) -> bool:

@@ -41,4 +41,5 @@ from tensorgrid.kernels import (
     string_ops,
     summary,
     tensor_array,
+    wire_codec,
 )

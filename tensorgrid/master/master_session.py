@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from tensorgrid.compiler.infer import check_declared_sizes, infer_graph
 from tensorgrid.compiler.plan import Plan, PlanOptions, partition_plan, place_graph
-from tensorgrid.compiler.wire import WirePolicy
+from tensorgrid.compiler.wire import WireCodec, WirePolicy
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.device import DeviceSpec
 from tensorgrid.core.ir import NodeDef, parse_tensor_name
@@ -56,13 +56,34 @@ class SessionOptions:
     wire_dtype: str = ""
     wire_min_bytes: int = 0
     wire_gradients_only: bool = False
+    # lossless compression of cross-task edges (compiler/wire.py WireCodec): the codec's name
+    # ("lz4", "lz4hc", "zstd", "zlib"; "": none) and its settings (plain fields: the options are
+    # kept in the session store as they are)
+    wire_codec: str = ""
+    wire_codec_level: int = 1
+    wire_codec_min_bytes: int = 64 * 1024
+    wire_codec_edges: str = "all"
+    wire_codec_integers: bool = False
+    wire_codec_shuffle: str = ""
+    wire_codec_blocksize: int = 0
+    wire_codec_cross_host_only: bool = True
 
     def wire_policy(self) -> WirePolicy | None:
-        """The WirePolicy these options ask for, or None."""
-        if not self.wire_dtype:
+        """The WirePolicy these options ask for, or None.
+
+        Raises:
+            ValueError: a wire type or codec setting out of range (says which).
+        """
+        codec = None
+        if self.wire_codec:
+            codec = WireCodec(self.wire_codec, self.wire_codec_level, self.wire_codec_min_bytes,
+                              self.wire_codec_edges, self.wire_codec_integers,
+                              self.wire_codec_shuffle, self.wire_codec_blocksize,
+                              self.wire_codec_cross_host_only)
+        if not self.wire_dtype and codec is None:
             return None
-        return WirePolicy(dtypes.as_dtype(self.wire_dtype), self.wire_min_bytes,
-                          self.wire_gradients_only)
+        return WirePolicy(dtypes.as_dtype(self.wire_dtype) if self.wire_dtype else None,
+                          self.wire_min_bytes, self.wire_gradients_only, codec)
 
 
 class SessionHost(Protocol):
@@ -105,6 +126,10 @@ class MasterSession:
         self.handle = handle
         self.host = host
         self.options = options
+        try:  # a bad wire setting fails the session's creation, not its first step
+            self.wire = options.wire_policy()
+        except ValueError as e:
+            raise errors.InvalidArgumentError(f"Session option: {e}") from None
         self.nodes: list[NodeDef] = []
         self.specs: dict[str, list[TensorSpec]] = {}
         self.version = 0
@@ -273,12 +298,16 @@ class MasterSession:
             PlanOptions(allow_soft_placement=self.options.allow_soft_placement,
                         do_cse=self.options.do_cse,
                         do_constant_folding=self.options.do_constant_folding,
-                        wire=self.options.wire_policy()))
+                        wire=self.wire))
         if self.options.log_device_placement:
             for name, dev in placed.placement.devices.items():
                 host.log(f"{name}: {dev}")
         # the Send/Recv pairs carry their sender's incarnation: learn those first
         await host.ensure_incarnations(placed.tasks())
+        if placed.wire is not None and placed.wire.codec is not None:
+            # the hosts are known now (the tasks' status replies): a codec skips same-host edges
+            placed = replace(placed, wire=placed.wire.with_hosts(
+                {t: host.cluster.task(t).host_id for t in placed.tasks()}))
         plan = partition_plan(placed, lambda task: host.cluster.task(task).incarnation)
         incarnations = {t: host.cluster.task(t).incarnation for t in plan.partitions}
         handles = await host.register_partitions(self.handle, plan.partitions, incarnations)

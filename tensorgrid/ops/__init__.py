@@ -31,4 +31,5 @@ from tensorgrid.ops import (
     string_ops,
     summary,
     tensor_array,
+    wire_codec,
 )

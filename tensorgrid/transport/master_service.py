@@ -26,7 +26,15 @@ def options_from_proto(pb: Any) -> SessionOptions:
         wire_dtype=serde.dtype_from_enum(pb.wire_dtype).name if pb.wire_dtype else "",
         wire_min_bytes=pb.wire_min_bytes,
         wire_gradients_only=pb.wire_gradients_only,
+        **_codec_from_proto(pb.wire_codec) if pb.HasField("wire_codec") else {},
     )
+
+
+def _codec_from_proto(pb: Any) -> dict[str, Any]:
+    return {"wire_codec": pb.codec, "wire_codec_level": pb.level,
+            "wire_codec_min_bytes": pb.min_bytes, "wire_codec_edges": pb.edges,
+            "wire_codec_integers": pb.integers, "wire_codec_shuffle": pb.shuffle,
+            "wire_codec_blocksize": pb.blocksize, "wire_codec_cross_host_only": not pb.same_host_too}
 
 
 def client_of(context: Any) -> str:

@@ -386,3 +386,32 @@ def test_a_session_with_wire_compression_narrows_cross_task_edges(master):
     r = master.http.post("/v1/sessions", json={"graph": graph_json(build),
                                                 "config": {"wire_dtype": "int8"}})
     assert r.status_code in (400, 422), r.text
+
+
+def test_a_session_with_the_wire_codec_encodes_cross_task_edges_losslessly(master):
+    """config.wire_codec: the ps -> worker edge travels encoded (the tasks share a host here,
+    so cross_host_only is off), arrives bit for bit, and the placement report lists the pair."""
+    value = np.random.default_rng(0).uniform(-1, 1, (128, 256)).astype(np.float32)
+
+    def build() -> None:
+        with tf.device("/job:ps/task:0"):
+            w = tf.constant(value, name="codec_w")
+        with tf.device("/job:worker/task:0"):
+            tf.identity(w, name="codec_y")
+    r = master.http.post("/v1/sessions", json={"graph": graph_json(build), "config": {
+        "wire_codec": "zstd", "wire_codec_level": 3, "wire_codec_cross_host_only": False,
+        "disable_constant_folding": True}})
+    assert r.status_code == 201, r.text
+    handle = r.json()["session_id"]
+    try:
+        r = master.http.post(f"/v1/sessions/{handle}/run", json={"fetches": ["codec_y"]})
+        assert r.status_code == 200, r.text
+        assert np.array_equal(np.float32(r.json()["results"]["codec_y"]["values"]), value)
+        rows = master.http.get(f"/v1/sessions/{handle}/placement").json()
+        codec = [p["reason"] for p in rows if p["reason"].startswith("wire_codec")]
+        assert len(codec) == 2 and any("zstd-3" in why for why in codec), rows
+    finally:
+        master.http.delete(f"/v1/sessions/{handle}")
+    r = master.http.post("/v1/sessions", json={"graph": graph_json(build),
+                                                "config": {"wire_codec": "brotli"}})
+    assert r.status_code in (400, 422), r.text

@@ -54,7 +54,8 @@ def test_unit_of_matches_figures_to_the_units_that_made_them(bench: Any) -> None
     unit_of = bench["history"].unit_of
     units = ["local.chain", "local.seed", "dist.train.mlp.async", "xhost.transfer",
              "xhost.transfer.1gbit", "xhost.train.wide.async.1gbit",
-             "xhost.train.wide.async.1gbit.bf16", "scale", "loops.local", "loops.dist",
+             "xhost.train.wide.async.1gbit.bf16", "xhost.train.wide.async.1gbit.lz4",
+             "xhost.train.wide.async.1gbit.bf16.lz4", "scale", "loops.local", "loops.dist",
              "checkpoint"]
     assert unit_of("local.chain100.per_op", units) == "local.chain"
     assert unit_of("dist.train.mlp.async.worker0_own", units) == "dist.train.mlp.async"
@@ -64,6 +65,9 @@ def test_unit_of_matches_figures_to_the_units_that_made_them(bench: Any) -> None
         == "xhost.train.wide.async.1gbit"
     assert unit_of("xhost.train.wide.async.1gbit.bf16", units) \
         == "xhost.train.wide.async.1gbit.bf16"
+    assert unit_of("xhost.train.wide.async.worker0_own.1gbit.bf16.lz4", units) \
+        == "xhost.train.wide.async.1gbit.bf16.lz4"
+    assert unit_of("xhost.train.wide.async.1gbit.lz4", units) == "xhost.train.wide.async.1gbit.lz4"
     assert unit_of("scale.1000.step", units) == "scale"
     assert unit_of("loops.dist.per_iter", units) == "loops.dist"
     assert unit_of("checkpoint.plain_write_direct", units) == "checkpoint"
