@@ -28,7 +28,11 @@ follows a change of load without following every disturbance:
    per probe that does not win, up to ``settled_probe_s`` while the chosen mode keeps every allowed
    thread busy (``ALL_CORES``: a change of the machine's load shows in its own cost, see 4), or up
    to ``probe_s`` while a single-core mode is chosen (it cannot see the other core free up;
-   ``SLOW_PROBE_FACTOR`` times that for a mode measured ``SLOW_RATIO`` times slower). A mode that
+   ``SLOW_PROBE_FACTOR`` times that for a mode measured ``SLOW_RATIO`` times slower). Where the
+   machine's idle time can be read (``idle_seconds``), a single-core period tells whether another
+   core sat idle meanwhile (``SPARE_CORES``): while none does, a mode that needs every core would
+   only wait for one (a threaded product on a loaded machine: 10-30x slower), so it is probed every
+   ``settled_probe_s`` at most; when one frees up, it is probed at once. A mode that
    stops being chosen starts again from ``period_s``: if what displaced it was a passing burst of
    load, it comes back within a few seconds.
 4. When the median of the chosen (``ALL_CORES``) mode's last ``SAMPLES`` periods moves by
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from statistics import median
 
 THREADED, BLOCKS, SINGLE = "threaded", "blocks", "single"
@@ -74,6 +79,9 @@ SLOW_RATIO = 1.5
 SLOW_PROBE_FACTOR = 2
 # A period going this many times worse than expected ends early.
 ABORT = 2.0
+# Idle cores of the machine (on average over a single-core period) from which the modes that use
+# every core are worth probing: one core mostly idle beside ours.
+SPARE_CORES = 0.5
 
 
 class BlasChooser:
@@ -86,11 +94,17 @@ class BlasChooser:
     def __init__(self, probe_s: float = 3.0, settled_probe_s: float = 30.0,
                  period_s: float = 0.5, probe_period_s: float = 0.1, idle_s: float = 0.5,
                  settle_s: float = 0.15, forget_s: float = 2.0,
-                 modes: tuple[str, ...] = MODES) -> None:
+                 modes: tuple[str, ...] = MODES,
+                 idle_seconds: Callable[[], float | None] | None = None) -> None:
+        """``idle_seconds``, when given, returns the seconds the machine's cores have been idle
+        in all, summed over them (``/proc/stat``), or None when unknown."""
         self.probe_s, self.settled_probe_s = probe_s, settled_probe_s
         self.period_s, self.probe_period_s = period_s, probe_period_s
         self.idle_s, self.settle_s, self.forget_s, self.modes = idle_s, settle_s, forget_s, modes
         self._lock = threading.Lock()
+        self.idle_seconds = idle_seconds
+        self.idle_at: tuple[float, float] | None = None  # (when, idle seconds) at a period's start
+        self.spare: bool | None = None  # whether the last single-core period saw a core idle
         self.history: dict[str, deque[float]] = {m: deque(maxlen=SAMPLES) for m in modes}
         self.cost = dict.fromkeys(modes, 0.0)  # seconds per flop (from history); 0 = unknown
         self.next_probe = dict.fromkeys(modes, 0.0)  # when each may be probed again
@@ -155,7 +169,9 @@ class BlasChooser:
                 self.confirm = mode  # one period beat the chosen mode; the median has not yet
         elif self.reference == 0.0:
             self.reference = self.cost[mode]
-        elif mode in ALL_CORES and len(hist) == SAMPLES and \
+        elif mode not in ALL_CORES:
+            self._spare_cores(now)
+        elif len(hist) == SAMPLES and \
                 not self.reference / CHANGE < self.cost[mode] < self.reference * CHANGE:
             # the load changed: what was measured before says nothing now (the mode's own
             # earlier periods included: the latest is the one figure of the new load)
@@ -172,10 +188,24 @@ class BlasChooser:
         self._choose(now)
         if mode != self.chosen:
             far = self.cost[mode] > SLOW_RATIO * self.cost[self.chosen]
-            cap = self.settled_probe_s if self.chosen in ALL_CORES else \
+            settled = self.chosen in ALL_CORES or (mode in ALL_CORES and self.spare is False)
+            cap = self.settled_probe_s if settled else \
                 self.probe_s * (SLOW_PROBE_FACTOR if far else 1)
             self.next_probe[mode] = now + min(self.backoff[mode], cap)
             self.backoff[mode] = min(self.backoff[mode] * BACKOFF, cap)
+
+    def _spare_cores(self, now: float) -> None:
+        """After a period of the chosen single-core mode: whether another core sat idle in it;
+        when one has just freed up, the modes that use every core are probed at once."""
+        idle = self.idle_seconds() if self.idle_seconds is not None else None
+        if idle is None or self.idle_at is None or now <= self.idle_at[0]:
+            return
+        spare = (idle - self.idle_at[1]) / (now - self.idle_at[0]) >= SPARE_CORES
+        if spare and self.spare is False:
+            for m in self.modes:
+                if m in ALL_CORES and m != self.chosen:
+                    self.next_probe[m], self.backoff[m] = now, self.period_s
+        self.spare = spare
 
     def _choose(self, now: float) -> None:
         """Replace the chosen mode by a known one ``MARGIN`` cheaper, if there is one."""
@@ -217,10 +247,14 @@ class BlasChooser:
         self.cost = dict.fromkeys(self.modes, 0.0)
         self.next_probe = dict.fromkeys(self.modes, 0.0)
         self.backoff = dict.fromkeys(self.modes, self.period_s)
-        self.chosen, self.reference, self.confirm = self.mode, 0.0, None
+        self.chosen, self.reference, self.confirm, self.spare = self.mode, 0.0, None, None
 
     def _begin(self, now: float, mode: str, length: float) -> None:
         spinning = self.mode == THREADED and mode != THREADED and self.start >= 0.0
         self.settle_until = now + (self.settle_s if spinning else 0.0)
         self.mode, self.start, self.length, self.flops = mode, now, length, 0
         self.last, self.warming = now, True
+        self.idle_at = None
+        if self.idle_seconds is not None and mode == self.chosen and mode not in ALL_CORES:
+            idle = self.idle_seconds()
+            self.idle_at = None if idle is None else (now, idle)

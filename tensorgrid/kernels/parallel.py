@@ -30,7 +30,7 @@ from tensorgrid.kernels.heap import keep_freed_memory
 
 R = TypeVar("R")
 __all__ = ["BLOCKS", "MODES", "SINGLE", "THREADED", "BlasChooser", "BlockRunner", "matmul",
-           "quiet_matmul", "run_blocks", "split_batch"]
+           "machine_idle_seconds", "quiet_matmul", "run_blocks", "split_batch"]
 
 # the kernels' large temporaries reuse the heap's pages from step to step (see kernels.heap)
 keep_freed_memory()
@@ -206,7 +206,22 @@ def run_blocks(fn: Callable[[int, int], R], n: int, block: int) -> list[R]:
 # (BLAS itself keeps the smallest on one) and on one thread otherwise.
 MIN_CHOOSE_FLOPS = 4_000_000
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_CHOOSER = BlasChooser()
+_CLOCK_TICKS = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+
+def machine_idle_seconds() -> float | None:
+    """Seconds the machine's cores have sat idle since boot, summed over them (Linux's
+    ``/proc/stat``: idle and iowait); None where that cannot be read. (One short read: the chooser
+    calls it twice per half-second period, and only while a single-core mode is chosen.)"""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            fields = stat.readline().split()
+        return (int(fields[4]) + int(fields[5])) / _CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_CHOOSER = BlasChooser(idle_seconds=machine_idle_seconds)
 
 
 def matmul(a: Any, b: Any) -> Any:

@@ -227,3 +227,74 @@ def test_matmul_kernel_transposes_through_the_chooser() -> None:
         prod = tf.matmul(tf.constant(a), tf.constant(b), transpose_a=True, transpose_b=True)
         with tf.Session() as sess:
             np.testing.assert_allclose(sess.run(prod), a.T @ b.T, rtol=1e-4, atol=1e-3)
+
+
+class Machine:
+    """A machine's idle seconds (summed over its cores), advanced by the simulated products."""
+
+    def __init__(self) -> None:
+        self.idle = 0.0
+        self.spare = 0.0  # idle cores beside the process now
+
+    def seconds(self) -> float:
+        return self.idle
+
+    def costs(self, table: dict[str, float], spare: float) -> Costs:
+        def cost(mode: str, _now: float) -> float:
+            self.spare = spare
+            # the process itself keeps the other core busy in a mode that uses every core
+            self.idle += table[mode] * (0.0 if mode in (THREADED, BLOCKS) else spare)
+            return table[mode]
+
+        return cost
+
+
+def threaded_probes(c: BlasChooser, t: float, cost: Costs, until: float) -> tuple[float, int]:
+    tried, last = 0, None
+    while t < until:
+        mode = c.pick(t)
+        if mode == THREADED and last not in (None, THREADED):
+            tried += 1
+        last = mode
+        t += cost(mode, t)
+        c.record(t, 1_000_000)
+    return t, tried
+
+
+def test_with_no_core_idle_threaded_is_rarely_probed_and_at_once_when_one_frees_up() -> None:
+    machine = Machine()
+    c = BlasChooser(probe_s=2.0, settled_probe_s=20.0, period_s=0.5, probe_period_s=0.1,
+                    settle_s=0.05, idle_seconds=machine.seconds)
+    # other processes keep the other core busy: threaded waits for it
+    t, early = threaded_probes(c, 0.0, machine.costs(BUSY, spare=0.0), 5.0)
+    t, later = threaded_probes(c, t, machine.costs(BUSY, spare=0.0), 35.0)
+    assert c.chosen == SINGLE and c.spare is False
+    assert later <= 2  # once per settled_probe_s (20 s), where probe_s would have tried 5+ times
+    # the other core frees up: the next single-core period sees it, and threaded is probed
+    end = t
+    back: list[float] = []
+
+    def quiet(mode: str, now: float) -> float:
+        if c.chosen == THREADED and not back:
+            back.append(now)
+        return machine.costs(QUIET, spare=1.0)(mode, now)
+
+    simulate(c, t, quiet, t + 5.0)
+    assert back and back[0] - end < 1.5
+
+
+def test_without_idle_figures_the_probes_keep_to_probe_s() -> None:
+    c = BlasChooser(probe_s=2.0, settled_probe_s=20.0, period_s=0.5, probe_period_s=0.1,
+                    settle_s=0.05, idle_seconds=lambda: None)
+    t, _ = threaded_probes(c, 0.0, lambda mode, _t: BUSY[mode], 5.0)
+    _, later = threaded_probes(c, t, lambda mode, _t: BUSY[mode], 35.0)
+    assert c.chosen == SINGLE and c.spare is None
+    assert 5 <= later <= 10  # every 2 * probe_s (threaded is far slower)
+
+
+def test_machine_idle_seconds_reads_the_machines_idle_time() -> None:
+    first = parallel.machine_idle_seconds()
+    if first is None:  # not Linux: the chooser then goes by probe_s alone
+        return
+    second = parallel.machine_idle_seconds()
+    assert second is not None and 0.0 < first <= second
