@@ -216,8 +216,9 @@ class BlasChooser:
         if self.cost[best] < (1.0 - MARGIN) * self.cost[self.chosen]:
             old = self.chosen
             self.chosen, self.reference = best, self.cost[best]
-            # what displaced it may pass soon: measure it again from the shortest back-off
-            self.backoff[old], self.next_probe[old] = self.period_s, now + self.period_s
+            # what displaced it may pass soon: measure it again after the shortest back-off
+            self.next_probe[old] = now + self.period_s
+            self.backoff[old] = self.period_s * BACKOFF
             if self.confirm == best:
                 self.confirm = None
 
