@@ -30,17 +30,20 @@ follows a change of load without following every disturbance:
    to ``probe_s`` while a single-core mode is chosen (it cannot see the other core free up;
    ``SLOW_PROBE_FACTOR`` times that for a mode measured ``SLOW_RATIO`` times slower). Where the
    machine's idle time can be read (``idle_seconds``), a single-core period tells whether another
-   core sat idle meanwhile (``SPARE_CORES``): while none does, a mode that needs every core would
-   only wait for one (a threaded product on a loaded machine: 10-30x slower), so it is probed every
-   ``settled_probe_s`` at most; when one frees up, it is probed at once. A mode that
+   core sat idle meanwhile (``SPARE_CORES``); when one frees up, the modes that use every core are
+   probed at once. (A busy machine is no reason to stop probing them: against processes that
+   run in bursts, as tests and compilers do, two threads still get more of the machine than one,
+   and a threaded step measured 1.35x faster than a single-core one; against ones that keep a core
+   busy, they wait for it, 10-30x slower, and 5 ends their probes early.) A mode that
    stops being chosen starts again from ``period_s``: if what displaced it was a passing burst of
    load, it comes back within a few seconds.
 4. When the median of the chosen (``ALL_CORES``) mode's last ``SAMPLES`` periods moves by
    ``CHANGE`` or more either way from the figure it was chosen at, the load has changed: the
    other modes' figures are dropped and each is measured again at once.
-5. A period going ``ABORT`` times worse than expected ends early: a probe, worse than the chosen
-   mode's cost, from ``probe_period_s / 4`` on (a threaded probe on a loaded machine costs a few
-   hundredths of a second); a chosen period, worse than the figure its mode was chosen at, from
+5. A period going far worse than expected ends early: a probe, ``ABORT_PROBE`` times the chosen
+   mode's cost, from ``probe_period_s / 2`` on (a threaded probe against a process that keeps a
+   core busy costs a few hundredths of a second; a probe that merely met a burst of load runs
+   its course); a chosen period, ``ABORT`` times the figure its mode was chosen at, from
    ``2 * probe_period_s`` on (a change of load is seen in two such periods, not two long ones).
 
 A period is measured from the end of its first product (which pays for waking threads), and one
@@ -77,8 +80,10 @@ BACKOFF = 4.0
 # often (while a single-core mode is chosen).
 SLOW_RATIO = 1.5
 SLOW_PROBE_FACTOR = 2
-# A period going this many times worse than expected ends early.
+# A chosen period going this many times worse than its mode's figure ends early, and a probe
+# going ABORT_PROBE times worse than the chosen mode's.
 ABORT = 2.0
+ABORT_PROBE = 4.0
 # Idle cores of the machine (on average over a single-core period) from which the modes that use
 # every core are worth probing: one core mostly idle beside ours.
 SPARE_CORES = 0.5
@@ -150,13 +155,15 @@ class BlasChooser:
 
     # ------------------------------------------------------------------ the decisions
     def _hopeless(self, now: float) -> bool:
-        """Whether the current period already costs ``ABORT`` times what was expected of it."""
+        """Whether the current period already costs far more than was expected of it."""
         probe = self.mode != self.chosen
-        expected = self.cost[self.chosen] if probe else self.reference
+        if probe:
+            expected, judged = ABORT_PROBE * self.cost[self.chosen], self.probe_period_s / 2
+        else:
+            expected, judged = ABORT * self.reference, 2 * self.probe_period_s
         elapsed = now - self.start
-        judged = self.probe_period_s / 4 if probe else 2 * self.probe_period_s
         return self.flops > 0 and expected > 0.0 and elapsed >= judged \
-            and elapsed > ABORT * expected * self.flops
+            and elapsed > expected * self.flops
 
     def _measured(self, now: float, mode: str, cost: float) -> None:
         """A period of ``mode`` cost ``cost`` seconds per flop: update the figures and the
@@ -188,8 +195,7 @@ class BlasChooser:
         self._choose(now)
         if mode != self.chosen:
             far = self.cost[mode] > SLOW_RATIO * self.cost[self.chosen]
-            settled = self.chosen in ALL_CORES or (mode in ALL_CORES and self.spare is False)
-            cap = self.settled_probe_s if settled else \
+            cap = self.settled_probe_s if self.chosen in ALL_CORES else \
                 self.probe_s * (SLOW_PROBE_FACTOR if far else 1)
             self.next_probe[mode] = now + min(self.backoff[mode], cap)
             self.backoff[mode] = min(self.backoff[mode] * BACKOFF, cap)

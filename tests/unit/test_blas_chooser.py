@@ -234,14 +234,12 @@ class Machine:
 
     def __init__(self) -> None:
         self.idle = 0.0
-        self.spare = 0.0  # idle cores beside the process now
 
     def seconds(self) -> float:
         return self.idle
 
     def costs(self, table: dict[str, float], spare: float) -> Costs:
         def cost(mode: str, _now: float) -> float:
-            self.spare = spare
             # the process itself keeps the other core busy in a mode that uses every core
             self.idle += table[mode] * (0.0 if mode in (THREADED, BLOCKS) else spare)
             return table[mode]
@@ -261,26 +259,29 @@ def threaded_probes(c: BlasChooser, t: float, cost: Costs, until: float) -> tupl
     return t, tried
 
 
-def test_with_no_core_idle_threaded_is_rarely_probed_and_at_once_when_one_frees_up() -> None:
-    machine = Machine()
-    c = BlasChooser(probe_s=2.0, settled_probe_s=20.0, period_s=0.5, probe_period_s=0.1,
-                    settle_s=0.05, idle_seconds=machine.seconds)
-    # other processes keep the other core busy: threaded waits for it
-    t, early = threaded_probes(c, 0.0, machine.costs(BUSY, spare=0.0), 5.0)
-    t, later = threaded_probes(c, t, machine.costs(BUSY, spare=0.0), 35.0)
-    assert c.chosen == SINGLE and c.spare is False
-    assert later <= 2  # once per settled_probe_s (20 s), where probe_s would have tried 5+ times
-    # the other core frees up: the next single-core period sees it, and threaded is probed
-    end = t
-    back: list[float] = []
+def test_threaded_is_probed_at_once_when_a_core_frees_up() -> None:
+    def back_after(idle_figures: bool) -> float:
+        machine = Machine()
+        c = BlasChooser(probe_s=10.0, settled_probe_s=20.0, period_s=0.5, probe_period_s=0.1,
+                        settle_s=0.05,
+                        idle_seconds=machine.seconds if idle_figures else lambda: None)
+        # another process keeps the other core busy: threaded waits for it
+        t, _ = simulate(c, 0.0, machine.costs(BUSY, spare=0.0), 12.0)
+        assert c.chosen == SINGLE and c.spare is (False if idle_figures else None)
+        end = t
+        back: list[float] = []
 
-    def quiet(mode: str, now: float) -> float:
-        if c.chosen == THREADED and not back:
-            back.append(now)
-        return machine.costs(QUIET, spare=1.0)(mode, now)
+        def quiet(mode: str, now: float) -> float:  # it has stopped
+            if c.chosen == THREADED and not back:
+                back.append(now)
+            return machine.costs(QUIET, spare=1.0)(mode, now)
 
-    simulate(c, t, quiet, t + 5.0)
-    assert back and back[0] - end < 1.5
+        simulate(c, t, quiet, t + 25.0)
+        assert back
+        return back[0] - end
+
+    assert back_after(idle_figures=True) < 1.5  # the next single-core period sees the idle core
+    assert back_after(idle_figures=False) > 3.0  # threaded's next (far) probe is due later
 
 
 def test_without_idle_figures_the_probes_keep_to_probe_s() -> None:
