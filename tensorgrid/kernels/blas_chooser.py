@@ -26,8 +26,9 @@ follows a change of load without following every disturbance:
 3. A mode not chosen is probed again after a back-off that starts at ``period_s`` (so a mode is
    measured twice, a chosen period apart, before the choice settles) and grows ``BACKOFF`` times
    per probe that does not win, up to ``settled_probe_s`` while the chosen mode keeps every allowed
-   thread busy (``ALL_CORES``: a change of the machine's load shows in its own cost, see 4), or up
-   to ``probe_s`` while a single-core mode is chosen (it cannot see the other core free up;
+   thread busy (``ALL_CORES``: a change of the machine's load shows in its own cost, see 4; so
+   a mode measured twice goes straight there), or up to ``probe_s`` while a single-core mode is
+   chosen (it cannot see the other core free up;
    ``SLOW_PROBE_FACTOR`` times that for a mode measured ``SLOW_RATIO`` times slower). Where the
    machine's idle time can be read (``idle_seconds``), a single-core period tells whether another
    core sat idle meanwhile (``SPARE_CORES``); when one frees up, the modes that use every core are
@@ -197,6 +198,10 @@ class BlasChooser:
             far = self.cost[mode] > SLOW_RATIO * self.cost[self.chosen]
             cap = self.settled_probe_s if self.chosen in ALL_CORES else \
                 self.probe_s * (SLOW_PROBE_FACTOR if far else 1)
+            if self.chosen in ALL_CORES and len(self.history[mode]) > 1:
+                # a change shows in the chosen mode's own cost (4): once the others have been
+                # measured twice, the choice settles at once
+                self.backoff[mode] = cap
             self.next_probe[mode] = now + min(self.backoff[mode], cap)
             self.backoff[mode] = min(self.backoff[mode] * BACKOFF, cap)
 
