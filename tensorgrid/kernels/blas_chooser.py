@@ -40,7 +40,8 @@ follows a change of load without following every disturbance:
    load, it comes back within a few seconds.
 4. When the median of the chosen (``ALL_CORES``) mode's last ``SAMPLES`` periods moves by
    ``CHANGE`` or more either way from the figure it was chosen at, the load has changed: the
-   other modes' figures are dropped and each is measured again at once.
+   other modes' figures are dropped and each is measured again at once (once: the next probe
+   follows on the back-off, ``BACKOFF * period_s`` later).
 5. A period going far worse than expected ends early: a probe, ``ABORT_PROBE`` times the chosen
    mode's cost, from ``probe_period_s / 2`` on (a threaded probe against a process that keeps a
    core busy costs a few hundredths of a second; a probe that merely met a burst of load runs
@@ -192,7 +193,7 @@ class BlasChooser:
                 if other != mode:
                     self.history[other].clear()
                     self.cost[other] = 0.0
-                    self.backoff[other] = self.period_s
+                    self.backoff[other] = self.period_s * BACKOFF  # one round now, not two
         self._choose(now)
         if mode != self.chosen:
             far = self.cost[mode] > SLOW_RATIO * self.cost[self.chosen]
