@@ -120,6 +120,8 @@ class BlasChooser:
         self.reference = 0.0  # the chosen mode's cost when it was chosen or last compared
         self.confirm: str | None = None  # a mode whose probe beat the chosen one: measure again
         self.probes = 0  # probe periods begun
+        # when a list: (start, mode, probe?) of every period begun, for benchmarks to read
+        self.trace: list[tuple[float, str, bool]] | None = None
         self.reprobes = 0  # changes of load seen in the chosen mode's cost
         self.mode = modes[0]  # the mode of the current period
         self.start = -1.0  # when the current period began (< 0: none yet)
@@ -267,6 +269,8 @@ class BlasChooser:
         self.settle_until = now + (self.settle_s if spinning else 0.0)
         self.mode, self.start, self.length, self.flops = mode, now, length, 0
         self.last, self.warming = now, True
+        if self.trace is not None:
+            self.trace.append((now, mode, mode != self.chosen))
         self.idle_at = None
         if self.idle_seconds is not None and mode == self.chosen and mode not in ALL_CORES:
             idle = self.idle_seconds()

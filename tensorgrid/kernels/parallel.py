@@ -29,8 +29,9 @@ from tensorgrid.kernels.blas_chooser import BLOCKS, MODES, SINGLE, THREADED, Bla
 from tensorgrid.kernels.heap import keep_freed_memory
 
 R = TypeVar("R")
-__all__ = ["BLOCKS", "MODES", "SINGLE", "THREADED", "BlasChooser", "BlockRunner", "matmul",
-           "machine_idle_seconds", "quiet_matmul", "run_blocks", "split_batch"]
+__all__ = ["BLOCKS", "MODES", "SINGLE", "THREADED", "BlasChooser", "BlockRunner",
+           "blas_chooser", "machine_idle_seconds", "matmul", "quiet_matmul", "run_blocks",
+           "split_batch"]
 
 # the kernels' large temporaries reuse the heap's pages from step to step (see kernels.heap)
 keep_freed_memory()
@@ -222,6 +223,12 @@ def machine_idle_seconds() -> float | None:
 
 
 _CHOOSER = BlasChooser(idle_seconds=machine_idle_seconds)
+
+
+def blas_chooser() -> BlasChooser:
+    """This process's chooser of how large products run (its ``trace`` and figures are read by
+    ``bench/blas_modes.py``)."""
+    return _CHOOSER
 
 
 def matmul(a: Any, b: Any) -> Any:

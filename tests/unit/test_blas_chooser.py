@@ -299,3 +299,14 @@ def test_machine_idle_seconds_reads_the_machines_idle_time() -> None:
         return
     second = parallel.machine_idle_seconds()
     assert second is not None and 0.0 < first <= second
+
+
+def test_the_trace_lists_every_period_and_marks_the_probes() -> None:
+    c = chooser()
+    c.trace = []
+    simulate(c, 0.0, QUIET, 3.0)
+    modes = [(mode, probe) for _, mode, probe in c.trace]
+    assert modes[0] == (THREADED, False)
+    assert (BLOCKS, True) in modes and (SINGLE, True) in modes
+    assert sum(probe for _, probe in modes) == c.probes
+    assert parallel.blas_chooser().trace is None  # the process's own: off unless asked for
