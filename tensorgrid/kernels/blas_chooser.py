@@ -45,7 +45,8 @@ follows a change of load without following every disturbance:
 5. A period going far worse than expected ends early: a probe, ``ABORT_PROBE`` times the chosen
    mode's cost, from ``probe_period_s / 2`` on (a threaded probe against a process that keeps a
    core busy costs a few hundredths of a second; a probe that merely met a burst of load runs
-   its course); a chosen period, ``ABORT`` times the figure its mode was chosen at, from
+   its course; a hopeless probe's mode waits at least ``BACKOFF * period_s`` for its next one); a
+   chosen period, ``ABORT`` times the figure its mode was chosen at, from
    ``2 * probe_period_s`` on (a change of load is seen in two such periods, not two long ones).
 
 A period is measured from the end of its first product (which pays for waking threads), and one
@@ -205,6 +206,10 @@ class BlasChooser:
                 # a change shows in the chosen mode's own cost (4): once the others have been
                 # measured twice, the choice settles at once
                 self.backoff[mode] = cap
+            elif cost > ABORT_PROBE * self.cost[self.chosen]:
+                # hopeless (threaded against a process that keeps a core busy): its next probe
+                # costs as much again, and a burst that disturbed this one would be short
+                self.backoff[mode] = max(self.backoff[mode], self.period_s * BACKOFF)
             self.next_probe[mode] = now + min(self.backoff[mode], cap)
             self.backoff[mode] = min(self.backoff[mode] * BACKOFF, cap)
 

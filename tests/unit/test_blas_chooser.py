@@ -310,3 +310,18 @@ def test_the_trace_lists_every_period_and_marks_the_probes() -> None:
     assert (BLOCKS, True) in modes and (SINGLE, True) in modes
     assert sum(probe for _, probe in modes) == c.probes
     assert parallel.blas_chooser().trace is None  # the process's own: off unless asked for
+
+
+def test_a_hopeless_probe_waits_longer_for_the_next() -> None:
+    def threaded_probe_starts(threaded: float) -> list[float]:
+        c = BlasChooser(probe_s=2.0, settled_probe_s=20.0, period_s=0.5, probe_period_s=0.1,
+                        settle_s=0.05, modes=(SINGLE, THREADED, BLOCKS))
+        c.trace = []
+        simulate(c, 0.0, {THREADED: threaded, BLOCKS: 0.004, SINGLE: 0.002}, 12.0)
+        return [start for start, mode, probe in c.trace if mode == THREADED and probe]
+
+    near = threaded_probe_starts(0.0025)  # measured twice, a chosen period apart
+    assert near[1] - near[0] < 4 * 0.5
+    hopeless = threaded_probe_starts(0.02)  # 10x single, past ABORT_PROBE
+    assert len(hopeless) >= 3
+    assert all(b - a >= 4 * 0.5 for a, b in zip(hopeless, hopeless[1:], strict=False))
