@@ -235,8 +235,10 @@ class BlasChooser:
         if self.cost[best] < (1.0 - MARGIN) * self.cost[self.chosen]:
             old = self.chosen
             self.chosen, self.reference = best, self.cost[best]
-            # what displaced it may pass soon: measure it again after the shortest back-off
-            self.next_probe[old] = now + self.period_s
+            # what displaced it may pass soon: measure it again after the shortest back-off (or
+            # the next one, when it measured hopeless: a probe of it would cost as much again)
+            hopeless = self.cost[old] > ABORT_PROBE * self.cost[best]
+            self.next_probe[old] = now + self.period_s * (BACKOFF if hopeless else 1.0)
             self.backoff[old] = self.period_s * BACKOFF
             if self.confirm == best:
                 self.confirm = None

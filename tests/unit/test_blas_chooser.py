@@ -266,7 +266,7 @@ def test_threaded_is_probed_at_once_when_a_core_frees_up() -> None:
                         settle_s=0.05,
                         idle_seconds=machine.seconds if idle_figures else lambda: None)
         # another process keeps the other core busy: threaded waits for it
-        t, _ = simulate(c, 0.0, machine.costs(BUSY, spare=0.0), 12.0)
+        t, _ = simulate(c, 0.0, machine.costs(BUSY, spare=0.0), 14.0)
         assert c.chosen == SINGLE and c.spare is (False if idle_figures else None)
         end = t
         back: list[float] = []
