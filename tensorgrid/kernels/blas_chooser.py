@@ -23,9 +23,9 @@ follows a change of load without following every disturbance:
 2. Another mode replaces the chosen one only when ``MARGIN`` cheaper (two modes that measure alike
    do not take turns). A probe that beats the chosen mode while its median does not yet is
    measured again at once: a switch takes two good periods, never one lucky one.
-3. A mode not chosen is probed again after a back-off that starts at ``period_s`` (so a mode is
-   measured twice, a chosen period apart, before the choice settles) and grows ``BACKOFF`` times
-   per probe that does not win, up to ``settled_probe_s`` while the chosen mode keeps every allowed
+3. A mode not chosen is probed again after a back-off that starts at ``BACKOFF * period_s`` (so
+   a mode is measured twice, 2 s apart, before the choice settles: a window or two of a benchmark
+   after its warm-up, not every one) and grows ``BACKOFF`` times per probe that does not win, up to ``settled_probe_s`` while the chosen mode keeps every allowed
    thread busy (``ALL_CORES``: a change of the machine's load shows in its own cost, see 4; so
    a mode measured twice goes straight there), or up to ``probe_s`` while a single-core mode is
    chosen (it cannot see the other core free up;
@@ -36,8 +36,9 @@ follows a change of load without following every disturbance:
    run in bursts, as tests and compilers do, two threads still get more of the machine than one,
    and a threaded step measured 1.35x faster than a single-core one; against ones that keep a core
    busy, they wait for it, 10-30x slower, and 5 ends their probes early.) A mode that
-   stops being chosen starts again from ``period_s``: if what displaced it was a passing burst of
-   load, it comes back within a few seconds.
+   stops being chosen is probed again ``period_s`` later (``BACKOFF`` times that when it measured
+   hopeless, see 5), then on the back-off: if what displaced it was a passing burst of load, it
+   comes back within a few seconds.
 4. When the median of the chosen (``ALL_CORES``) mode's last ``SAMPLES`` periods moves by
    ``CHANGE`` or more either way from the figure it was chosen at, the load has changed: the
    other modes' figures are dropped and each is measured again at once (once: the next probe
@@ -45,8 +46,7 @@ follows a change of load without following every disturbance:
 5. A period going far worse than expected ends early: a probe, ``ABORT_PROBE`` times the chosen
    mode's cost, from ``probe_period_s / 2`` on (a threaded probe against a process that keeps a
    core busy costs a few hundredths of a second; a probe that merely met a burst of load runs
-   its course; a hopeless probe's mode waits at least ``BACKOFF * period_s`` for its next one); a
-   chosen period, ``ABORT`` times the figure its mode was chosen at, from
+   its course); a chosen period, ``ABORT`` times the figure its mode was chosen at, from
    ``2 * probe_period_s`` on (a change of load is seen in two such periods, not two long ones).
 
 A period is measured from the end of its first product (which pays for waking threads), and one
@@ -116,7 +116,8 @@ class BlasChooser:
         self.history: dict[str, deque[float]] = {m: deque(maxlen=SAMPLES) for m in modes}
         self.cost = dict.fromkeys(modes, 0.0)  # seconds per flop (from history); 0 = unknown
         self.next_probe = dict.fromkeys(modes, 0.0)  # when each may be probed again
-        self.backoff = dict.fromkeys(modes, period_s)  # the wait before each one's next probe
+        # the wait before each one's next probe
+        self.backoff = dict.fromkeys(modes, period_s * BACKOFF)
         self.chosen = modes[0]  # the mode that runs when none is being probed
         self.reference = 0.0  # the chosen mode's cost when it was chosen or last compared
         self.confirm: str | None = None  # a mode whose probe beat the chosen one: measure again
@@ -206,10 +207,6 @@ class BlasChooser:
                 # a change shows in the chosen mode's own cost (4): once the others have been
                 # measured twice, the choice settles at once
                 self.backoff[mode] = cap
-            elif cost > ABORT_PROBE * self.cost[self.chosen]:
-                # hopeless (threaded against a process that keeps a core busy): its next probe
-                # costs as much again, and a burst that disturbed this one would be short
-                self.backoff[mode] = max(self.backoff[mode], self.period_s * BACKOFF)
             self.next_probe[mode] = now + min(self.backoff[mode], cap)
             self.backoff[mode] = min(self.backoff[mode] * BACKOFF, cap)
 
@@ -268,7 +265,7 @@ class BlasChooser:
             self.history[m].clear()
         self.cost = dict.fromkeys(self.modes, 0.0)
         self.next_probe = dict.fromkeys(self.modes, 0.0)
-        self.backoff = dict.fromkeys(self.modes, self.period_s)
+        self.backoff = dict.fromkeys(self.modes, self.period_s * BACKOFF)
         self.chosen, self.reference, self.confirm, self.spare = self.mode, 0.0, None, None
 
     def _begin(self, now: float, mode: str, length: float) -> None:

@@ -62,7 +62,7 @@ def test_the_choice_settles_after_a_bounded_number_of_probes() -> None:
     c = chooser()
     t, _ = simulate(c, 0.0, QUIET, 5.0)
     early = c.probes
-    assert 4 <= early <= 8  # each other mode measured twice, a chosen period apart, and once more
+    assert 4 <= early <= 6  # each other mode measured twice, 2 s apart
     _, spent = simulate(c, t, QUIET, 65.0)
     # then a probe of each other mode per settled_probe_s (20 s) at most
     assert c.probes - early <= 2 * (60 // 20 + 1)
@@ -312,16 +312,13 @@ def test_the_trace_lists_every_period_and_marks_the_probes() -> None:
     assert parallel.blas_chooser().trace is None  # the process's own: off unless asked for
 
 
-def test_a_hopeless_probe_waits_longer_for_the_next() -> None:
-    def threaded_probe_starts(threaded: float) -> list[float]:
-        c = BlasChooser(probe_s=2.0, settled_probe_s=20.0, period_s=0.5, probe_period_s=0.1,
-                        settle_s=0.05, modes=(SINGLE, THREADED, BLOCKS))
+def test_a_mode_displaced_as_hopeless_waits_longer_for_its_next_probe() -> None:
+    def first_threaded_probe(threaded: float) -> float:
+        c = chooser()  # threaded runs first; the single-core probe displaces it
         c.trace = []
-        simulate(c, 0.0, {THREADED: threaded, BLOCKS: 0.004, SINGLE: 0.002}, 12.0)
-        return [start for start, mode, probe in c.trace if mode == THREADED and probe]
+        simulate(c, 0.0, {THREADED: threaded, BLOCKS: 0.004, SINGLE: 0.002}, 6.0)
+        assert c.chosen == SINGLE
+        return next(start for start, mode, probe in c.trace if mode == THREADED and probe)
 
-    near = threaded_probe_starts(0.0025)  # measured twice, a chosen period apart
-    assert near[1] - near[0] < 4 * 0.5
-    hopeless = threaded_probe_starts(0.02)  # 10x single, past ABORT_PROBE
-    assert len(hopeless) >= 3
-    assert all(b - a >= 4 * 0.5 for a, b in zip(hopeless, hopeless[1:], strict=False))
+    assert first_threaded_probe(0.0025) < 1.0  # near: a passing burst may have displaced it
+    assert first_threaded_probe(0.02) >= 2.0  # 10x single (past ABORT_PROBE): costly to probe
