@@ -24,21 +24,21 @@ follows a change of load without following every disturbance:
    do not take turns). A probe that beats the chosen mode while its median does not yet is
    measured again at once: a switch takes two good periods, never one lucky one.
 3. A mode not chosen is probed again after a back-off that starts at ``BACKOFF * period_s`` (so
-   a mode is measured twice, 2 s apart, before the choice settles: a window or two of a benchmark
-   after its warm-up, not every one) and grows ``BACKOFF`` times per probe that does not win, up to ``settled_probe_s`` while the chosen mode keeps every allowed
-   thread busy (``ALL_CORES``: a change of the machine's load shows in its own cost, see 4; so
-   a mode measured twice goes straight there), or up to ``probe_s`` while a single-core mode is
-   chosen (it cannot see the other core free up;
-   ``SLOW_PROBE_FACTOR`` times that for a mode measured ``SLOW_RATIO`` times slower). Where the
-   machine's idle time can be read (``idle_seconds``), a single-core period tells whether another
-   core sat idle meanwhile (``SPARE_CORES``); when one frees up, the modes that use every core are
-   probed at once. (A busy machine is no reason to stop probing them: against processes that
-   run in bursts, as tests and compilers do, two threads still get more of the machine than one,
-   and a threaded step measured 1.35x faster than a single-core one; against ones that keep a core
-   busy, they wait for it, 10-30x slower, and 5 ends their probes early.) A mode that
-   stops being chosen is probed again ``period_s`` later (``BACKOFF`` times that when it measured
-   hopeless, see 5), then on the back-off: if what displaced it was a passing burst of load, it
-   comes back within a few seconds.
+   a mode is measured twice, 2 s apart, before the choice settles: one window or two of a
+   benchmark after its warm-up, not every one) and grows ``BACKOFF`` times per probe that does
+   not win, up to ``settled_probe_s`` while the chosen mode keeps every allowed thread busy
+   (``ALL_CORES``: a change of the machine's load shows in its own cost, see 4; so a mode measured
+   twice goes straight there), or up to ``probe_s`` while a single-core mode is chosen (it cannot
+   see the other core free up; ``SLOW_PROBE_FACTOR`` times that for a mode measured
+   ``SLOW_RATIO`` times slower). Where the machine's idle time can be read (``idle_seconds``), a
+   single-core period tells whether another core sat idle meanwhile (``SPARE_CORES``); when one
+   frees up, the modes that use every core are probed at once. (A busy machine is no reason to
+   stop probing them: against processes that run in bursts, as tests and compilers do, two
+   threads still get more of the machine than one, and a threaded step measured 1.35x faster
+   than a single-core one; against ones that keep a core busy they wait for it, 10-30x slower,
+   and 5 ends their probes early.) A mode that stops being chosen starts again from the
+   back-off's first step: if what displaced it was a passing burst of load, it comes back within
+   a few seconds.
 4. When the median of the chosen (``ALL_CORES``) mode's last ``SAMPLES`` periods moves by
    ``CHANGE`` or more either way from the figure it was chosen at, the load has changed: the
    other modes' figures are dropped and each is measured again at once (once: the next probe
@@ -232,11 +232,9 @@ class BlasChooser:
         if self.cost[best] < (1.0 - MARGIN) * self.cost[self.chosen]:
             old = self.chosen
             self.chosen, self.reference = best, self.cost[best]
-            # what displaced it may pass soon: measure it again after the shortest back-off (or
-            # the next one, when it measured hopeless: a probe of it would cost as much again)
-            hopeless = self.cost[old] > ABORT_PROBE * self.cost[best]
-            self.next_probe[old] = now + self.period_s * (BACKOFF if hopeless else 1.0)
+            # what displaced it may pass: it starts again from the back-off's first step
             self.backoff[old] = self.period_s * BACKOFF
+            self.next_probe[old] = now + self.backoff[old]
             if self.confirm == best:
                 self.confirm = None
 

@@ -310,15 +310,3 @@ def test_the_trace_lists_every_period_and_marks_the_probes() -> None:
     assert (BLOCKS, True) in modes and (SINGLE, True) in modes
     assert sum(probe for _, probe in modes) == c.probes
     assert parallel.blas_chooser().trace is None  # the process's own: off unless asked for
-
-
-def test_a_mode_displaced_as_hopeless_waits_longer_for_its_next_probe() -> None:
-    def first_threaded_probe(threaded: float) -> float:
-        c = chooser()  # threaded runs first; the single-core probe displaces it
-        c.trace = []
-        simulate(c, 0.0, {THREADED: threaded, BLOCKS: 0.004, SINGLE: 0.002}, 6.0)
-        assert c.chosen == SINGLE
-        return next(start for start, mode, probe in c.trace if mode == THREADED and probe)
-
-    assert first_threaded_probe(0.0025) < 1.0  # near: a passing burst may have displaced it
-    assert first_threaded_probe(0.02) >= 2.0  # 10x single (past ABORT_PROBE): costly to probe
