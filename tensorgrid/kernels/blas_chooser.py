@@ -40,7 +40,8 @@ follows a change of load without following every disturbance:
    back-off's first step: if what displaced it was a passing burst of load, it comes back within
    a few seconds.
 4. When the median of the chosen (``ALL_CORES``) mode's last ``SAMPLES`` periods moves by
-   ``CHANGE`` or more either way from the figure it was chosen at, the load has changed: the
+   ``CHANGE`` or more either way from its median over its first ``SAMPLES`` periods as the chosen
+   mode (or since the last change), the load has changed: the
    other modes' figures are dropped and each is measured again at once (once: the next probe
    follows on the back-off, ``BACKOFF * period_s`` later).
 5. A period going far worse than expected ends early: a probe, ``ABORT_PROBE`` times the chosen
@@ -120,6 +121,7 @@ class BlasChooser:
         self.backoff = dict.fromkeys(modes, period_s * BACKOFF)
         self.chosen = modes[0]  # the mode that runs when none is being probed
         self.reference = 0.0  # the chosen mode's cost when it was chosen or last compared
+        self.ref_full = False  # whether reference is the median of SAMPLES chosen periods
         self.confirm: str | None = None  # a mode whose probe beat the chosen one: measure again
         self.probes = 0  # probe periods begun
         # when a list: (start, mode, probe?) of every period begun, for benchmarks to read
@@ -180,24 +182,16 @@ class BlasChooser:
         if mode != self.chosen:
             if cost < (1.0 - MARGIN) * self.cost[self.chosen] <= self.cost[mode]:
                 self.confirm = mode  # one period beat the chosen mode; the median has not yet
-        elif self.reference == 0.0:
-            self.reference = self.cost[mode]
-        elif mode not in ALL_CORES:
-            self._spare_cores(now)
-        elif len(hist) == SAMPLES and \
-                not self.reference / CHANGE < self.cost[mode] < self.reference * CHANGE:
-            # the load changed: what was measured before says nothing now (the mode's own
-            # earlier periods included: the latest is the one figure of the new load)
-            hist.clear()
-            hist.append(cost)
-            self.cost[mode] = self.reference = cost
-            self.confirm = None
-            self.reprobes += 1
-            for other in self.modes:
-                if other != mode:
-                    self.history[other].clear()
-                    self.cost[other] = 0.0
-                    self.backoff[other] = self.period_s * BACKOFF  # one round now, not two
+        else:
+            if mode not in ALL_CORES:
+                self._spare_cores(now)
+            if not self.ref_full:
+                # the figure to hold it to is its median once it has SAMPLES periods (its first,
+                # short probe may have been disturbed)
+                self.reference, self.ref_full = self.cost[mode], len(hist) == SAMPLES
+            elif mode in ALL_CORES and \
+                    not self.reference / CHANGE < self.cost[mode] < self.reference * CHANGE:
+                self._load_changed(mode, cost)
         self._choose(now)
         if mode != self.chosen:
             far = self.cost[mode] > SLOW_RATIO * self.cost[self.chosen]
@@ -209,6 +203,23 @@ class BlasChooser:
                 self.backoff[mode] = cap
             self.next_probe[mode] = now + min(self.backoff[mode], cap)
             self.backoff[mode] = min(self.backoff[mode] * BACKOFF, cap)
+
+    def _load_changed(self, mode: str, cost: float) -> None:
+        """The chosen mode's median moved by ``CHANGE``: measure the others afresh."""
+        hist = self.history[mode]
+        # the load changed: what was measured before says nothing now (the mode's own
+        # earlier periods included: the latest is the one figure of the new load)
+        hist.clear()
+        hist.append(cost)
+        self.cost[mode] = self.reference = cost
+        self.ref_full = False
+        self.confirm = None
+        self.reprobes += 1
+        for other in self.modes:
+            if other != mode:
+                self.history[other].clear()
+                self.cost[other] = 0.0
+                self.backoff[other] = self.period_s * BACKOFF  # one round now, not two
 
     def _spare_cores(self, now: float) -> None:
         """After a period of the chosen single-core mode: whether another core sat idle in it;
@@ -231,7 +242,7 @@ class BlasChooser:
         best = min(known, key=lambda m: self.cost[m])
         if self.cost[best] < (1.0 - MARGIN) * self.cost[self.chosen]:
             old = self.chosen
-            self.chosen, self.reference = best, self.cost[best]
+            self.chosen, self.reference, self.ref_full = best, self.cost[best], False
             # what displaced it may pass: it starts again from the back-off's first step
             self.backoff[old] = self.period_s * BACKOFF
             self.next_probe[old] = now + self.backoff[old]
@@ -265,6 +276,7 @@ class BlasChooser:
         self.next_probe = dict.fromkeys(self.modes, 0.0)
         self.backoff = dict.fromkeys(self.modes, self.period_s * BACKOFF)
         self.chosen, self.reference, self.confirm, self.spare = self.mode, 0.0, None, None
+        self.ref_full = False
 
     def _begin(self, now: float, mode: str, length: float) -> None:
         spinning = self.mode == THREADED and mode != THREADED and self.start >= 0.0

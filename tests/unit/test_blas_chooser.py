@@ -310,3 +310,14 @@ def test_the_trace_lists_every_period_and_marks_the_probes() -> None:
     assert (BLOCKS, True) in modes and (SINGLE, True) in modes
     assert sum(probe for _, probe in modes) == c.probes
     assert parallel.blas_chooser().trace is None  # the process's own: off unless asked for
+
+
+def test_a_disturbed_first_period_sets_no_figure_to_hold_the_chosen_mode_to() -> None:
+    c = chooser()
+
+    def slow_start(mode: str, now: float) -> float:  # threaded's first period met a burst
+        return QUIET[mode] * (1.6 if now < 0.1 else 1.0)
+
+    simulate(c, 0.0, slow_start, 20.0)
+    assert c.chosen == THREADED and c.reprobes == 0
+    assert abs(c.reference - c.cost[THREADED]) < 0.01 * c.cost[THREADED]
