@@ -36,10 +36,9 @@ follows a change of load without following every disturbance:
    stop probing them: against processes that run in bursts, as tests and compilers do, two
    threads still get more of the machine than one, and a threaded step measured 1.35x faster
    than a single-core one; against ones that keep a core busy they wait for it, 10-30x slower,
-   and 5 ends their probes early.) A mode that stops being chosen starts again from the
-   back-off's first step, or, when it had run for ``SAMPLES`` periods and did not measure
-   hopeless (see 5), ``period_s`` later: if what displaced it was a passing burst of load, it
-   comes back within a second or two.
+   and 5 ends their probes early.) A mode that stops being chosen is probed again ``period_s``
+   later (at the back-off's first step when it measured hopeless, see 5): if what displaced it
+   was a passing burst of load, it comes back within a second or two.
 4. When the median of the chosen (``ALL_CORES``) mode's last ``SAMPLES`` periods moves by
    ``CHANGE`` or more either way from its median over its first ``SAMPLES`` periods as the chosen
    mode (or since the last change), the load has changed: the
@@ -123,7 +122,6 @@ class BlasChooser:
         self.chosen = modes[0]  # the mode that runs when none is being probed
         self.reference = 0.0  # the chosen mode's cost when it was chosen or last compared
         self.ref_full = False  # whether reference is the median of SAMPLES chosen periods
-        self.chosen_at = 0.0  # when the chosen mode was chosen
         self.confirm: str | None = None  # a mode whose probe beat the chosen one: measure again
         self.probes = 0  # probe periods begun
         # when a list: (start, mode, probe?) of every period begun, for benchmarks to read
@@ -146,9 +144,6 @@ class BlasChooser:
                 if self.start >= 0.0 and now - self.last > self.forget_s:
                     self._forget()  # other products may follow (another model in this process)
                     self.length = self.probe_period_s  # its mode is measured like the others
-                    self.chosen_at = now
-                elif self.start < 0.0:
-                    self.chosen_at = now
                 self._begin(now, self.mode, self.length)  # the first, or after a pause
             elif not self.warming and (now - self.start >= self.length or self._hopeless(now)):
                 if self.flops > 0:
@@ -248,15 +243,11 @@ class BlasChooser:
         if self.cost[best] < (1.0 - MARGIN) * self.cost[self.chosen]:
             old = self.chosen
             self.chosen, self.reference, self.ref_full = best, self.cost[best], False
-            # what displaced a mode that ran a while may pass soon (a burst of load): probe it
-            # again a period later, unless it measured hopeless; one displaced while the modes
-            # are first measured waits for the back-off's first step
+            # what displaced it may pass soon (a burst of load, or one that met its first
+            # period): probe it again a period later, unless it measured hopeless
             hopeless = self.cost[old] > ABORT_PROBE * self.cost[best]
-            ran = now - self.chosen_at >= SAMPLES * self.period_s
             self.backoff[old] = self.period_s * BACKOFF
-            self.next_probe[old] = now + (self.period_s if ran and not hopeless
-                                          else self.backoff[old])
-            self.chosen_at = now
+            self.next_probe[old] = now + (self.backoff[old] if hopeless else self.period_s)
             if self.confirm == best:
                 self.confirm = None
 

@@ -323,7 +323,7 @@ def test_a_disturbed_first_period_sets_no_figure_to_hold_the_chosen_mode_to() ->
     assert abs(c.reference - c.cost[THREADED]) < 0.01 * c.cost[THREADED]
 
 
-def test_a_mode_displaced_after_running_a_while_is_probed_again_soon() -> None:
+def test_a_displaced_mode_is_probed_again_soon_unless_hopeless() -> None:
     def first_threaded_probe(start: float, threaded: float, busy_from: float) -> float:
         c = chooser()
         c.trace = []
@@ -334,8 +334,9 @@ def test_a_mode_displaced_after_running_a_while_is_probed_again_soon() -> None:
         simulate(c, start, costs, start + 8.0)
         return next(s for s, mode, probe in c.trace if mode == THREADED and probe) - start
 
-    # while the modes are first measured (the clock need not start at 0): the back-off's first step
-    assert first_threaded_probe(1000.0, 0.003, busy_from=0.0) >= 2.0
+    # displaced while the modes are first measured (its first period met a burst): soon too
+    assert first_threaded_probe(1000.0, 0.003, busy_from=0.0) < 1.0
+    assert first_threaded_probe(1000.0, 0.02, busy_from=0.0) >= 2.0  # unless hopeless
     # threaded ran for seconds before a burst displaced it (seen in ~0.5 s, the others measured
     # in ~0.35 s): probed again half a second later
     assert first_threaded_probe(1000.0, 0.003, busy_from=1003.0) - 3.0 < 1.6
