@@ -37,8 +37,8 @@ follows a change of load without following every disturbance:
    threads still get more of the machine than one, and a threaded step measured 1.35x faster
    than a single-core one; against ones that keep a core busy they wait for it, 10-30x slower,
    and 5 ends their probes early.) A mode that stops being chosen is probed again ``period_s``
-   later (at the back-off's first step when it measured hopeless, see 5): if what displaced it
-   was a passing burst of load, it comes back within a second or two.
+   later (at the back-off's first step when it measured ``SLOW_RATIO`` times slower): if what
+   displaced it was a passing burst of load, it comes back within a few seconds.
 4. When the median of the chosen (``ALL_CORES``) mode's last ``SAMPLES`` periods moves by
    ``CHANGE`` or more either way from its median over its first ``SAMPLES`` periods as the chosen
    mode (or since the last change), the load has changed: the
@@ -243,11 +243,12 @@ class BlasChooser:
         if self.cost[best] < (1.0 - MARGIN) * self.cost[self.chosen]:
             old = self.chosen
             self.chosen, self.reference, self.ref_full = best, self.cost[best], False
-            # what displaced it may pass soon (a burst of load, or one that met its first
-            # period): probe it again a period later, unless it measured hopeless
-            hopeless = self.cost[old] > ABORT_PROBE * self.cost[best]
+            # what displaced it may pass soon (a burst of load that met its first period, say):
+            # probe it again a period later, unless it measured far slower (a probe of it then
+            # costs more: threaded beside the CNN's convolution blocks)
+            far = self.cost[old] > SLOW_RATIO * self.cost[best]
             self.backoff[old] = self.period_s * BACKOFF
-            self.next_probe[old] = now + (self.backoff[old] if hopeless else self.period_s)
+            self.next_probe[old] = now + (self.backoff[old] if far else self.period_s)
             if self.confirm == best:
                 self.confirm = None
 
