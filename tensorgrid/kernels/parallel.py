@@ -25,9 +25,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tensorgrid.kernels.blas_chooser import BLOCKS, MODES, SINGLE, THREADED, BlasChooser
 from tensorgrid.kernels.heap import keep_freed_memory
 
 R = TypeVar("R")
+__all__ = ["BLOCKS", "MODES", "SINGLE", "THREADED", "BlasChooser", "BlockRunner",
+           "blas_chooser", "machine_idle_seconds", "matmul", "quiet_matmul", "run_blocks",
+           "split_batch"]
 
 # the kernels' large temporaries reuse the heap's pages from step to step (see kernels.heap)
 keep_freed_memory()
@@ -199,114 +203,32 @@ def run_blocks(fn: Callable[[int, int], R], n: int, block: int) -> list[R]:
     return _RUNNER.run(fn, n, block)
 
 
-
-# How a large product runs: on BLAS's own threads; split by rows over the block runner's threads,
-# BLAS single-threaded in each; or on the calling thread alone, BLAS single-threaded.
-THREADED, BLOCKS, SINGLE = "threaded", "blocks", "single"
-MODES = (THREADED, BLOCKS, SINGLE)
-
-
-# A mode measured this many times slower than the best is probed SLOW_PROBE_FACTOR times less often.
-SLOW_RATIO = 1.5
-SLOW_PROBE_FACTOR = 4
-
-
-class BlasChooser:
-    """How large products run (one of ``MODES``), chosen by measured speed.
-
-    BLAS's threads busy-wait between calls and meet at the end of each one. Alone on its cores
-    that is the fastest way to multiply (a 784-256-10 MLP step: 0.8 ms on two threads, 1.3 ms on
-    one); on a machine whose cores other processes also want, every call waits for a thread that
-    is not scheduled, and the threads spinning between calls take the core from the work between
-    the products: the same step measured 5-40 ms. After a call they spin on for a while (OpenBLAS:
-    ~2^28 cycles, ~70 ms of a core), so a process that also runs convolution blocks on its own
-    threads (the CNN of ``bench/local.py``) lost a core to them all the time: splitting its
-    products over the block runner instead leaves BLAS's threads asleep and halved its CPU per step.
-    No mode is right for long, so time is cut into periods, each run under one mode and measured
-    as wall seconds per flop of the large products made in it, everything between them included
-    (a product timed alone looks faster threaded while the spinning slows the rest of the step).
-    The fastest mode runs for ``period_s``; each other is tried for ``probe_period_s`` once every
-    ``probe_s`` (``SLOW_PROBE_FACTOR`` times that for one measured ``SLOW_RATIO`` times slower than
-    the best), so a change of load is noticed every way. A period is measured from the end of
-    its first product (which pays for waking threads), and one that follows a threaded period
-    from its first product ending ``settle_s`` after its start (BLAS's threads are still spinning
-    until then). A period with a pause longer than ``idle_s`` between products is not counted
-    (the process was doing something else), and after a pause longer than ``forget_s`` every mode
-    is measured afresh (the products that follow may be another model's).
-    """
-
-    def __init__(self, probe_s: float = 4.0, period_s: float = 0.5, probe_period_s: float = 0.1,
-                 idle_s: float = 0.5, settle_s: float = 0.15, forget_s: float = 2.0,
-                 modes: tuple[str, ...] = MODES) -> None:
-        self.probe_s, self.period_s, self.probe_period_s = probe_s, period_s, probe_period_s
-        self.idle_s, self.settle_s, self.forget_s, self.modes = idle_s, settle_s, forget_s, modes
-        self.cost = dict.fromkeys(modes, 0.0)  # seconds per flop; 0 = unknown
-        self.measured = dict.fromkeys(modes, -1e9)  # when each was last measured
-        self.mode = modes[0]  # the mode of the current period
-        self.start = -1.0  # when the current period began (< 0: none yet)
-        self.length = probe_period_s
-        self.flops = 0
-        self.last = -1.0  # when the last product ended
-        self.warming = False  # the period's first products are not counted (threads wake up)
-        self.settle_until = -1.0  # products ending before this are not counted
-
-    def pick(self, now: float) -> str:
-        """The mode for the next product (the current period's, or the next period's when this
-        one is over)."""
-        if self.start < 0.0 or now - self.last > self.idle_s:
-            if self.start >= 0.0 and now - self.last > self.forget_s:
-                # a long pause: other products may follow (another model in the same process),
-                # so every mode is measured again rather than judged by the last model's figures
-                self.cost = dict.fromkeys(self.modes, 0.0)
-                self.measured = dict.fromkeys(self.modes, -1e9)
-            self._begin(now, self.mode, self.length)  # the first, or after a pause
-        elif not self.warming and now - self.start >= self.length:
-            # (read once: kernels on other threads may begin the next period meanwhile; a
-            # measurement they disturb is one period's, corrected by the next)
-            flops, mode = self.flops, self.mode
-            if flops > 0:
-                self.cost[mode] = (now - self.start) / flops
-                self.measured[mode] = now
-            self._next(now)
-        return self.mode
-
-    def record(self, now: float, flops: int) -> None:
-        """A product of ``flops`` ended at ``now`` under the current period's mode."""
-        if self.warming:  # the period is measured from the end of its first (settled) product
-            if now >= self.settle_until:
-                self.warming, self.start = False, now
-        else:
-            self.flops += flops
-        self.last = now
-
-    def _next(self, now: float) -> None:
-        known = [self.cost[m] for m in self.modes if self.cost[m] > 0.0]
-        best_cost = min(known, default=0.0)
-        for other in self.modes:  # an unknown or old measurement first: try it
-            if other == self.mode:
-                continue
-            # a mode measured far slower is tried less often: a threaded probe leaves BLAS's
-            # threads spinning beside the block runner's for a while after it
-            far = self.cost[other] > SLOW_RATIO * best_cost
-            if self.cost[other] == 0.0 or \
-                    now - self.measured[other] > self.probe_s * (SLOW_PROBE_FACTOR if far else 1):
-                self._begin(now, other, self.probe_period_s)
-                return
-        best = min(self.modes, key=lambda m: self.cost[m])
-        self._begin(now, best, self.period_s)
-
-    def _begin(self, now: float, mode: str, length: float) -> None:
-        spinning = self.mode == THREADED and mode != THREADED and self.start >= 0.0
-        self.settle_until = now + (self.settle_s if spinning else 0.0)
-        self.mode, self.start, self.length, self.flops = mode, now, length, 0
-        self.last, self.warming = now, True
-
-
 # Products smaller than this are not timed: they run on BLAS's threads in a threaded period
 # (BLAS itself keeps the smallest on one) and on one thread otherwise.
 MIN_CHOOSE_FLOPS = 4_000_000
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_CHOOSER = BlasChooser()
+_CLOCK_TICKS = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+
+def machine_idle_seconds() -> float | None:
+    """Seconds the machine's cores have sat idle since boot, summed over them (Linux's
+    ``/proc/stat``: idle and iowait); None where that cannot be read. (One short read: the chooser
+    calls it twice per half-second period, and only while a single-core mode is chosen.)"""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            fields = stat.readline().split()
+        return (int(fields[4]) + int(fields[5])) / _CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_CHOOSER = BlasChooser(idle_seconds=machine_idle_seconds)
+
+
+def blas_chooser() -> BlasChooser:
+    """This process's chooser of how large products run (its ``trace`` and figures are read by
+    ``bench/blas_modes.py``)."""
+    return _CHOOSER
 
 
 def matmul(a: Any, b: Any) -> Any:
