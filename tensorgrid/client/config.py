@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tensorgrid.compiler.wire import WireCodec
 from tensorgrid.pb import step_stats_pb2
 
 
@@ -56,13 +57,14 @@ class WireCompression:
     min_bytes: int = 0
     gradients_only: bool = False
     codec: str = ""
-    codec_level: int = 1
-    codec_min_bytes: int = 64 * 1024
-    codec_edges: str = "all"
-    codec_integers: bool = False
-    codec_shuffle: str = ""
-    codec_blocksize: int = 0
-    codec_cross_host_only: bool = True
+    # the defaults are the compiler's policy's own
+    codec_level: int = WireCodec.level
+    codec_min_bytes: int = WireCodec.min_bytes
+    codec_edges: str = WireCodec.edges
+    codec_integers: bool = WireCodec.integers
+    codec_shuffle: str = WireCodec.shuffle
+    codec_blocksize: int = WireCodec.blocksize
+    codec_cross_host_only: bool = WireCodec.cross_host_only
 
 
 @dataclass

@@ -60,13 +60,13 @@ class SessionOptions:
     # ("lz4", "lz4hc", "zstd", "zlib"; "": none) and its settings (plain fields: the options are
     # kept in the session store as they are)
     wire_codec: str = ""
-    wire_codec_level: int = 1
-    wire_codec_min_bytes: int = 64 * 1024
-    wire_codec_edges: str = "all"
-    wire_codec_integers: bool = False
-    wire_codec_shuffle: str = ""
-    wire_codec_blocksize: int = 0
-    wire_codec_cross_host_only: bool = True
+    wire_codec_level: int = WireCodec.level
+    wire_codec_min_bytes: int = WireCodec.min_bytes
+    wire_codec_edges: str = WireCodec.edges
+    wire_codec_integers: bool = WireCodec.integers
+    wire_codec_shuffle: str = WireCodec.shuffle
+    wire_codec_blocksize: int = WireCodec.blocksize
+    wire_codec_cross_host_only: bool = WireCodec.cross_host_only
 
     def wire_policy(self) -> WirePolicy | None:
         """The WirePolicy these options ask for, or None.
