@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorgrid.core import errors
+from tensorgrid.core import dtypes, errors
 from tensorgrid.core.registry import KernelContext
 from tensorgrid.core.registry import register_kernel as kernel
 from tensorgrid.kernels.windows import (
@@ -69,6 +69,8 @@ def window_max(xp: Any, xpad: Any, win: Window, geo: Geometry, kh: int, kw: int,
 
 @kernel("MaxPool", BOTH)
 def _max_pool(ctx: KernelContext) -> Callable[[Any], Any]:
+    """The max of each window; for floating types NaNs are passed over (TensorFlow's CPU
+    kernel), so a NaN input does not spread to the pooled output."""
     xp = ctx.xp
     win = window_of(ctx, dilated=False)
     kh, kw = ksize_of(ctx)
@@ -79,7 +81,17 @@ def _max_pool(ctx: KernelContext) -> Callable[[Any], Any]:
         geo = geometry(x.shape[1], x.shape[2], kh, kw)
         if x.size == 0 or geo.oh * geo.ow == 0:
             return xp.empty((x.shape[0], geo.oh, geo.ow, x.shape[3]), dtype=x.dtype)
-        return window_max(xp, pad(xp, x, geo, lowest(x.dtype)), win, geo, kh, kw)
+        dt = dtypes.as_dtype(x.dtype)
+        if not dt.is_floating:
+            return window_max(xp, pad(xp, x, geo, lowest(x.dtype)), win, geo, kh, kw)
+        # as TensorFlow's CPU kernel: NaNs never win a window (a window of NaNs, or of NaNs and
+        # padding, gives the type's lowest finite value); padding with NaN keeps a real -inf
+        # input apart from the border
+        best = window_max(xp, pad(xp, x, geo, xp.nan), win, geo, kh, kw, skip_nan=True)
+        nan = xp.isnan(best)
+        if nan.any():
+            best[nan] = dt.min
+        return best
 
     return run
 

@@ -207,3 +207,26 @@ def test_answers_tensorflow_gave() -> None:
                                            [0, 1, 0, 1, 1], [0, 1, 0, 1, 1]])
     np.testing.assert_array_equal(got[3], [[105, 107], [113, 114]])
     np.testing.assert_array_equal(got[4], [[105, 107], [113, inf]])
+
+
+def test_max_pool_passes_over_nans_as_tensorflow() -> None:
+    """MaxPool of tensorflow-cpu 2.21 on these inputs: a NaN never wins a window, a window of
+    NaNs gives the type's lowest finite value, a real -inf stays -inf, padding never wins."""
+    x = np.array([[1, np.nan, 3, 4], [np.nan, np.nan, 0, -1], [np.nan, np.nan, np.inf, 2],
+                  [np.nan, np.nan, -np.inf, np.nan]]).reshape(1, 4, 4, 1)
+    ninf = np.array([[-np.inf, np.nan], [np.nan, np.nan]]).reshape(1, 2, 2, 1)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        for dt in (np.float32, np.float64):
+            got = sess.run(nn.max_pool(tf.constant(x.astype(dt)), [1, 2, 2, 1], [1, 2, 2, 1],
+                                       "VALID"))
+            np.testing.assert_array_equal(got.reshape(-1), [1, 4, np.finfo(dt).min, np.inf])
+            assert got.dtype == dt
+        same = sess.run(nn.max_pool(tf.constant(np.full((1, 3, 3, 1), np.nan, np.float32)),
+                                    [1, 2, 2, 1], [1, 2, 2, 1], "SAME"))
+        np.testing.assert_array_equal(same.reshape(-1), [np.finfo(np.float32).min] * 4)
+        got = sess.run(nn.max_pool(tf.constant(ninf.astype(np.float32)), [1, 2, 2, 1],
+                                   [1, 2, 2, 1], "SAME"))
+        np.testing.assert_array_equal(got.reshape(-1), [-np.inf])
+        ints = np.arange(16, dtype=np.int32).reshape(1, 4, 4, 1) - 20
+        got = sess.run(nn.max_pool(tf.constant(ints), [1, 3, 3, 1], [1, 2, 2, 1], "SAME"))
+        np.testing.assert_array_equal(got.reshape(-1), [-10, -9, -6, -5])
