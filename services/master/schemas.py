@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from services.master.codec import PROTOBUF
@@ -60,6 +60,17 @@ GRAPH_DEF_JSON: dict[str, Any] = {
 }
 
 
+def integral(value: Any) -> Any:
+    """JSON Schema's integer is a number with no fractional part: 5557.0 is the integer 5557
+    (a client that writes every number as a float sends it so). Anything else is left to the
+    strict check, which refuses 5557.5, "5557" and true."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# an integer field of a request body
+JsonInt = Annotated[int, BeforeValidator(integral)]
+
+
 class _Body(BaseModel):
     # strict: JSON's types as the schema says them (false is not 0, "1" is not 1)
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -73,15 +84,15 @@ class SessionConfig(_Body):
     device_filters: list[str] = Field(default_factory=list)
     disable_cse: bool = False
     disable_constant_folding: bool = False
-    operation_timeout_ms: int = Field(default=0, ge=0, le=MAX_TIMEOUT_MS)
+    operation_timeout_ms: JsonInt = Field(default=0, ge=0, le=MAX_TIMEOUT_MS)
     wire_dtype: Literal["", "bfloat16", "float16"] = Field(
         default="", description="lossy wire type of cross-task float32 tensors ('': none)")
-    wire_min_bytes: int = Field(default=0, ge=0)
+    wire_min_bytes: JsonInt = Field(default=0, ge=0)
     wire_gradients_only: bool = False
     wire_codec: Literal["", "lz4", "lz4hc", "zstd", "zlib"] = Field(
         default="", description="lossless codec of cross-task tensors ('': none)")
-    wire_codec_level: int = Field(default=1, ge=1, le=9)
-    wire_codec_min_bytes: int = Field(default=64 * 1024, ge=0)
+    wire_codec_level: JsonInt = Field(default=1, ge=1, le=9)
+    wire_codec_min_bytes: JsonInt = Field(default=64 * 1024, ge=0)
     wire_codec_edges: Literal["all", "gradients", "non_gradients"] = "all"
     wire_codec_integers: bool = False
     wire_codec_cross_host_only: bool = True
@@ -132,7 +143,7 @@ class ExtendSessionBody(_Body):
     """``POST /v1/sessions/{id}/extend``: the nodes added since ``current_version``."""
 
     graph: dict[str, Any] = Field(json_schema_extra=GRAPH_DEF_JSON)  # type: ignore[arg-type]
-    current_version: int = Field(ge=0)
+    current_version: JsonInt = Field(ge=0)
 
 
 class _StepFields(_Body):
@@ -140,8 +151,8 @@ class _StepFields(_Body):
                                   description="tensor name -> {dtype, shape, values | b64}")
     fetches: list[str] = Field(default_factory=list)
     targets: list[str] = Field(default_factory=list)
-    timeout_ms: int = Field(default=0, ge=0, le=MAX_TIMEOUT_MS)
-    trace_level: int = Field(
+    timeout_ms: JsonInt = Field(default=0, ge=0, le=MAX_TIMEOUT_MS)
+    trace_level: JsonInt = Field(
         default=0, ge=0, le=3,
         description="RunOptions.trace_level: nonzero (FULL_TRACE = 3) returns 'step_stats', "
                     "every node each task ran and the master's planning and dispatch time")

@@ -144,6 +144,30 @@ def test_json_graph_session_lifecycle(master):
     assert master.counts()["sessions"] == before["sessions"]
 
 
+def test_an_integer_written_as_a_float_is_an_integer(master):
+    """JSON Schema's integer is a number with no fractional part: 5557.0 is accepted where an
+    integer is asked for (as the OpenAPI document says), 5557.5 and "5557" are refused."""
+    def build() -> None:
+        with tf.device("/job:worker/task:0"):
+            tf.add(tf.placeholder(tf.float32, [], name="a"), 1.0, name="b")
+    gid = master.http.post("/v1/graphs", json=graph_json(build)).json()["graph_id"]
+    r = master.http.post("/v1/sessions", json={"graph_id": gid,
+                                               "config": {"operation_timeout_ms": 30000.0}})
+    assert r.status_code == 201, r.text
+    sid = r.json()["session_id"]
+    r = master.http.post(f"/v1/sessions/{sid}/run", json={
+        "feeds": {"a": tensor(np.float32(2))}, "fetches": ["b"], "timeout_ms": 30000.0})
+    assert r.status_code == 200 and r.json()["results"]["b"]["values"] == 3.0, r.text
+    r = master.http.post(f"/v1/sessions/{sid}/scalars",
+                         json={"scalars": {"loss": 0.5}, "step": 5557.0})
+    assert r.status_code == 200 and r.json()["step"] == 5557, r.text
+    for bad in (5557.5, "5557", True):
+        r = master.http.post(f"/v1/sessions/{sid}/scalars",
+                             json={"scalars": {"loss": 0.5}, "step": bad})
+        assert_error(r, 400, "INVALID_ARGUMENT", "invalid_json")
+    assert master.http.delete(f"/v1/sessions/{sid}").status_code == 204
+
+
 def test_protobuf_bodies(master):
     """The master.proto messages, as the SDK sends them."""
     def build() -> None:

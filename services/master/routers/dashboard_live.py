@@ -10,12 +10,12 @@ import math
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from services.master import codec
 from services.master.dashboard_views import timeline_view, trace_key
 from services.master.deps import Authorized, Body, State
-from services.master.schemas import error_responses, request_body
+from services.master.schemas import error_responses, integral, request_body
 from tensorgrid.master.session_stats import MAX_TAG_CHARS
 
 router = APIRouter(tags=["dashboard"], dependencies=[Authorized],
@@ -29,7 +29,8 @@ class ScalarsBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     scalars: dict[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS)],
                   float | None] = Field(min_length=1)
-    step: int | None = Field(default=None, ge=0)
+    # the bound before the validator, so the schema says "minimum"
+    step: Annotated[int, Field(ge=0), BeforeValidator(integral)] | None = None
 
 
 @router.post("/v1/sessions/{session_id}/scalars", summary="Log scalars for the dashboard",
