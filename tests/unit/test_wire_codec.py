@@ -8,6 +8,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from test_wire_compression import _graph as one_edge_graph
 
 import tensorgrid as tf
 from tensorgrid.client import train
@@ -16,8 +17,6 @@ from tensorgrid.client.train.server import ClusterSpec, Server, free_port
 from tensorgrid.compiler.partition import partition
 from tensorgrid.compiler.wire import WireCodec, WirePolicy
 from tensorgrid.core import dtypes, errors
-from tensorgrid.core.ir import NodeDef
-from tensorgrid.core.registry import TensorSpec
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.kernels.wire_codec import CHUNK_BYTES, FRAME_ALIGN, PAD_FROM, decode, encode
 from tensorgrid.master.master_session import SessionOptions
@@ -159,12 +158,8 @@ def test_an_encode_of_a_string_or_an_unknown_codec_is_refused():
 # ------------------------------------------------------------------------------------ partition
 
 def _graph(dtype=dtypes.float32, shape=(256, 256), producer="w", consumer_device=WORKER):
-    nodes = [NodeDef(producer, "Const", (), PS, {"dtype": dtype,
-                                                   "value": np.zeros(shape, dtype.np)}),
-             NodeDef("y", "Identity", (producer,), consumer_device, {"T": dtype})]
-    specs = {producer: [TensorSpec(dtype, TensorShape(shape))],
-             "y": [TensorSpec(dtype, TensorShape(shape))]}
-    return nodes, specs
+    # 256 KiB by default: above the codec's 64 KiB floor
+    return one_edge_graph(dtype, shape, producer, consumer_device)
 
 
 def _ops(parts, task, op):

@@ -22,10 +22,11 @@ PS = "/job:ps/replica:0/task:0/device:CPU:0"
 WORKER = "/job:worker/replica:0/task:0/device:CPU:0"
 
 
-def _graph(dtype=dtypes.float32, shape=(256,), producer="w"):
+def _graph(dtype=dtypes.float32, shape=(256,), producer="w", consumer_device=WORKER):
+    """A constant on the ps read by an Identity on ``consumer_device``: one cross-task edge."""
     nodes = [NodeDef(producer, "Const", (), PS, {"dtype": dtype,
                                                    "value": np.zeros(shape, dtype.np)}),
-             NodeDef("y", "Identity", (producer,), WORKER, {"T": dtype})]
+             NodeDef("y", "Identity", (producer,), consumer_device, {"T": dtype})]
     specs = {producer: [TensorSpec(dtype, TensorShape(shape))],
              "y": [TensorSpec(dtype, TensorShape(shape))]}
     return nodes, specs
