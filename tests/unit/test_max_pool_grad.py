@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_conv_kernels import ref_max_pool_grad
 from threadpoolctl import threadpool_limits
 
 import tensorgrid as tf
@@ -63,18 +64,6 @@ def ref_winners(x: np.ndarray, k: tuple[int, int], s: tuple[int, int], padding: 
     return where
 
 
-def ref_grad(x: np.ndarray, g: np.ndarray, where: np.ndarray) -> np.ndarray:
-    dx = np.zeros(x.shape, dtype=x.dtype)
-    n, oh, ow, c = g.shape
-    for b in range(n):
-        for y in range(oh):
-            for q in range(ow):
-                for ch in range(c):
-                    r, col = where[b, y, q, ch]
-                    dx[b, r, col, ch] += g[b, y, q, ch]
-    return dx
-
-
 def pool_grads(x: np.ndarray, g: np.ndarray, gg: np.ndarray, k: tuple[int, int],
                s: tuple[int, int], padding: str) -> list[np.ndarray]:
     """[MaxPoolGrad, _FusedMaxPoolGrad (relu), MaxPoolGradGrad] of one step."""
@@ -95,7 +84,7 @@ def check(x: np.ndarray, g: np.ndarray, gg: np.ndarray, k: tuple[int, int], s: t
     """Every kernel against the reference; returns MaxPoolGrad's result."""
     where = ref_winners(x, k, s, padding)
     grad, fused, gradgrad = pool_grads(x, g, gg, k, s, padding)
-    want = ref_grad(x, g, where)
+    want = ref_max_pool_grad(x, g, where).astype(x.dtype)
     # (overlapping windows add their gradients in another order: equal up to rounding)
     np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-6)
     with np.errstate(invalid="ignore"):  # ReluGrad: NaN * 0 stays NaN
