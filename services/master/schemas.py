@@ -96,6 +96,12 @@ class SessionConfig(_Body):
     wire_codec_edges: Literal["all", "gradients", "non_gradients"] = "all"
     wire_codec_integers: bool = False
     wire_codec_cross_host_only: bool = True
+    wire_delta: Literal["", "lz4", "zstd"] = Field(
+        default="", description="codec of the deltas that cross-host variable reads travel as "
+                                "('': sent whole)")
+    wire_delta_level: JsonInt = Field(default=1, ge=1, le=9)
+    wire_delta_min_bytes: JsonInt = Field(default=64 * 1024, ge=0)
+    wire_delta_cross_host_only: bool = True
 
     def options(self) -> SessionOptions:
         """The core's SessionOptions."""
@@ -110,7 +116,10 @@ class SessionConfig(_Body):
             wire_codec_min_bytes=self.wire_codec_min_bytes,
             wire_codec_edges=self.wire_codec_edges,
             wire_codec_integers=self.wire_codec_integers,
-            wire_codec_cross_host_only=self.wire_codec_cross_host_only)
+            wire_codec_cross_host_only=self.wire_codec_cross_host_only,
+            wire_delta=self.wire_delta, wire_delta_level=self.wire_delta_level,
+            wire_delta_min_bytes=self.wire_delta_min_bytes,
+            wire_delta_cross_host_only=self.wire_delta_cross_host_only)
 
 
 def _one_of_graph_and_id(schema: dict[str, Any]) -> None:

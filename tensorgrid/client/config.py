@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorgrid.compiler.wire import WireCodec
+from tensorgrid.compiler.wire import WireCodec, WireDelta
 from tensorgrid.pb import step_stats_pb2
 
 
@@ -51,6 +51,10 @@ class WireCompression:
         codec_blocksize: blosc2's block size in bytes (0: its choice).
         codec_cross_host_only: leave edges between two tasks of one host alone (they trade
             tensors through shared memory, where encoding is pure cost).
+        delta: "lz4" or "zstd": a cross-host read of a variable travels as an XOR delta of the
+            version the reader already holds, compressed with this codec ("" sends it whole);
+            such a read gets no lossless codec (a narrowing cast still applies first).
+        delta_level, delta_min_bytes, delta_cross_host_only: as for the codec.
     """
 
     dtype: str = "bfloat16"
@@ -65,6 +69,10 @@ class WireCompression:
     codec_shuffle: str = WireCodec.shuffle
     codec_blocksize: int = WireCodec.blocksize
     codec_cross_host_only: bool = WireCodec.cross_host_only
+    delta: str = ""
+    delta_level: int = WireDelta.level
+    delta_min_bytes: int = WireDelta.min_bytes
+    delta_cross_host_only: bool = WireDelta.cross_host_only
 
 
 @dataclass
@@ -158,7 +166,10 @@ class ConfigProto:
                 "wire_codec_edges": wc.codec_edges, "wire_codec_integers": bool(wc.codec_integers),
                 "wire_codec_shuffle": wc.codec_shuffle,
                 "wire_codec_blocksize": int(wc.codec_blocksize),
-                "wire_codec_cross_host_only": bool(wc.codec_cross_host_only)}
+                "wire_codec_cross_host_only": bool(wc.codec_cross_host_only),
+                "wire_delta": wc.delta, "wire_delta_level": int(wc.delta_level),
+                "wire_delta_min_bytes": int(wc.delta_min_bytes),
+                "wire_delta_cross_host_only": bool(wc.delta_cross_host_only)}
 
     @staticmethod
     def _rpc_codec(rpc: RPCOptions) -> tuple[str, int]:

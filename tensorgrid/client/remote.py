@@ -381,7 +381,11 @@ def _options_proto(opts: dict[str, Any]) -> Any:
             min_bytes=opts["wire_codec_min_bytes"], edges=opts["wire_codec_edges"],
             integers=opts["wire_codec_integers"], shuffle=opts["wire_codec_shuffle"],
             blocksize=opts["wire_codec_blocksize"],
-            same_host_too=not opts["wire_codec_cross_host_only"]) if opts["wire_codec"] else None)
+            same_host_too=not opts["wire_codec_cross_host_only"]) if opts["wire_codec"] else None,
+        wire_delta=master_pb2.WireDelta(
+            codec=opts["wire_delta"], level=opts["wire_delta_level"],
+            min_bytes=opts["wire_delta_min_bytes"],
+            same_host_too=not opts["wire_delta_cross_host_only"]) if opts["wire_delta"] else None)
 
 
 def _decode_http(r: Any, response_type: Any) -> Any:

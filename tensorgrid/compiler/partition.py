@@ -10,7 +10,9 @@
 * With a ``WirePolicy``, a float32 edge it selects travels narrowed: a ``Cast`` to the wire type
   before the ``_Send`` on the producer's task, a ``Cast`` back after the ``_Recv`` on the consumer's;
   an edge its codec selects travels encoded: ``_WireEncode`` before the ``_Send`` (after the cast,
-  if any), ``_WireDecode`` after the ``_Recv`` (before the cast back).
+  if any), ``_WireDecode`` after the ``_Recv`` (before the cast back); an edge its ``delta``
+  selects (a variable read) instead gets its Send/Recv marked ``_wire_delta`` (codec) and
+  ``_wire_delta_level``, and the transport sends it as deltas of what the reader holds.
 * A graph with control flow first gets its control-flow nodes colocated with their data, then a
   control loop per task for every loop frame that spans tasks, and every ``_Recv`` inside a frame
   a control edge from its task's control loop (``compiler/control_loops.py``); a ``_Recv`` of a
@@ -35,7 +37,7 @@ from tensorgrid.compiler.control_loops import (
     has_control_flow,
     may_be_dead,
 )
-from tensorgrid.compiler.wire import WirePolicy
+from tensorgrid.compiler.wire import DELTA_CODEC_ATTR, DELTA_LEVEL_ATTR, WirePolicy
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.device import task_of
 from tensorgrid.core.ir import NodeDef, parse_input, topological_order
@@ -122,7 +124,10 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
             add(task[src], NodeDef(sent, "Cast", (f"{src}:{idx}",), src_node.device,
                                    {"SrcT": spec.dtype, "DstT": narrow, "Truncate": False}))
         wire_spec = TensorSpec(dtype, spec.shape)
-        codec = wire.wire_codec(src, wire_spec, task[src], dst_task) if wire is not None else None
+        delta = wire.wire_delta(src_node, by_name, wire_spec, task[src], dst_task) \
+            if wire is not None else None
+        codec = wire.wire_codec(src, wire_spec, task[src], dst_task) \
+            if wire is not None and delta is None else None
         if codec is not None:
             encoded = f"{base}/_encode"
             add(task[src], NodeDef(encoded, "_WireEncode", (sent,), src_node.device,
@@ -137,6 +142,8 @@ def partition(nodes: Sequence[NodeDef], specs: Mapping[str, Sequence[TensorSpec]
             "recv_device": dst_device,
             "client_terminated": False,
         }
+        if delta is not None:
+            attrs.update({DELTA_CODEC_ATTR: delta.codec, DELTA_LEVEL_ATTR: delta.level})
         add(task[src], NodeDef(f"{base}/_send", "_Send", (sent,), src_node.device,
                                {**attrs, "T": dtype}))
         recv = f"{base}/_recv"

@@ -17,7 +17,7 @@ from tensorgrid.compiler.infer import infer_graph
 from tensorgrid.compiler.partition import partition
 from tensorgrid.compiler.placement import Placement, place
 from tensorgrid.compiler.prune import Pruned, prune
-from tensorgrid.compiler.wire import WirePolicy
+from tensorgrid.compiler.wire import DELTA_CODEC_ATTR, DELTA_LEVEL_ATTR, WirePolicy
 from tensorgrid.core.device import task_of
 from tensorgrid.core.ir import NodeDef
 from tensorgrid.core.registry import TensorSpec
@@ -56,8 +56,8 @@ class Plan:
 
     def explain(self) -> list[dict[str, str]]:
         """``[{"node", "device", "reason"}]``: every node's placement, then the casts that the
-        wire policy put around Send/Recv pairs (``wire_cast``) and its encoders and decoders
-        (``wire_codec``)."""
+        wire policy put around Send/Recv pairs (``wire_cast``), its encoders and decoders
+        (``wire_codec``) and the receives of variables sent as deltas (``wire_delta``)."""
         rows = self.placement.explain()
         for part in self.partitions.values():
             for n in part:
@@ -73,6 +73,12 @@ class Plan:
                 elif n.op == "_WireDecode":
                     rows.append({"node": n.name, "device": n.device,
                                  "reason": f"wire_codec: decode {n.attrs['T'].name} after a Recv"})
+                elif n.op == "_Recv" and n.attrs.get(DELTA_CODEC_ATTR):
+                    rows.append({"node": n.name, "device": n.device,
+                                 "reason": f"wire_delta: {n.attrs['tensor_type'].name} variable "
+                                           f"read as deltas of the held version "
+                                           f"({n.attrs[DELTA_CODEC_ATTR]}-"
+                                           f"{n.attrs.get(DELTA_LEVEL_ATTR, 1)})"})
         return rows
 
 

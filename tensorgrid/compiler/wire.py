@@ -16,15 +16,22 @@ A codec only pays where the link is slower than the codec: between hosts. Tasks 
 tensors through shared memory, where encoding is pure cost, so by default (``cross_host_only``) an
 edge between two tasks that report the same host id is left alone; the master fills in the host
 ids the tasks report (``WirePolicy.with_hosts``). A task whose host is not known counts as remote.
+
+* Delta (``WireDelta``): a cross-host edge whose producer reads a variable is marked
+  (``_wire_delta`` on its Send and Recv) and the transport sends it as an XOR delta of the version
+  the consumer already holds (``transport/delta.py``): a worker pulls the same weights every step,
+  changed by an update or two. Such an edge gets no ``_WireEncode``/``_WireDecode`` (the delta
+  frame is compressed already); the cast pair, if any, stays (a delta of the bfloat16 tensor).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from tensorgrid.core import dtypes
 from tensorgrid.core.dtypes import DType
+from tensorgrid.core.ir import NodeDef, parse_input
 from tensorgrid.core.registry import TensorSpec
 from tensorgrid.ops.wire_codec import CODECS, SHUFFLES, encodable
 
@@ -40,6 +47,15 @@ GRADIENT_SCOPE = "gradients"
 EDGES = ("all", "gradients", "non_gradients")
 # TF1's rpc_options.compression_algorithm names -> ours (gRPC's deflate and gzip are zlib's stream)
 CODEC_ALIASES = {"deflate": "zlib", "gzip": "zlib"}
+# the codecs of a delta frame (transport/delta.py: shuffle + LZ4 or ZSTD were the pair that pays
+# on XOR deltas)
+DELTA_CODECS = ("lz4", "zstd")
+# the attrs that mark a Send/Recv pair whose tensor travels as deltas (``_``: internal attrs)
+DELTA_CODEC_ATTR = "_wire_delta"
+DELTA_LEVEL_ATTR = "_wire_delta_level"
+# ops whose output is a variable's value, and the ops a read may pass through on its way out
+VARIABLE_OPS = frozenset({"VariableV2", "Variable", "ReadVariableOp"})
+PASS_THROUGH_OPS = frozenset({"Identity", "Snapshot"})
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,58 @@ class WireCodec:
 
 
 @dataclass(frozen=True)
+class WireDelta:
+    """Cross-host reads of variables sent as deltas of the version the reader holds.
+
+    Attributes:
+        codec: the delta frame's codec, "lz4" (fast) or "zstd" (level 1: smaller, ~2x the time).
+        level: its level, 1..9.
+        min_bytes: only tensors of at least this many bytes on the wire.
+        cross_host_only: leave edges between two tasks of one known host alone (shared memory
+            is faster than any delta).
+    """
+
+    codec: str = "lz4"
+    level: int = 1
+    min_bytes: int = 64 * 1024
+    cross_host_only: bool = True
+
+    def __post_init__(self) -> None:
+        if self.codec not in DELTA_CODECS:
+            raise ValueError(f"A wire delta codec is one of {', '.join(DELTA_CODECS)}, not "
+                             f"{self.codec!r}")
+        if not 1 <= self.level <= 9:
+            raise ValueError(f"A wire delta codec's level is 1..9, got {self.level}")
+        if self.min_bytes < 0:
+            raise ValueError(f"min_bytes must be >= 0, got {self.min_bytes}")
+
+    def selects(self, producer: NodeDef, by_name: Mapping[str, NodeDef],
+                spec: TensorSpec) -> bool:
+        """Whether an edge from ``producer`` whose wire tensor is ``spec`` travels as deltas:
+        a floating tensor of at least ``min_bytes`` (of known size) that reads a variable."""
+        dt = spec.dtype
+        n = spec.shape.num_elements()
+        if not dt.is_floating or dt.size not in (2, 4, 8) or n is None:
+            return False
+        return n * dt.size >= self.min_bytes and reads_variable(producer, by_name)
+
+
+def reads_variable(node: NodeDef, by_name: Mapping[str, NodeDef]) -> bool:
+    """Whether ``node``'s output is a variable's value (the variable, its read, or an
+    Identity of either)."""
+    seen = 0
+    while node.op in PASS_THROUGH_OPS and seen < 8:
+        data: Sequence[str] = [i for i in node.inputs if not i.startswith("^")]
+        if not data:
+            return False
+        src = by_name.get(parse_input(data[0])[0])
+        if src is None:
+            return False
+        node, seen = src, seen + 1
+    return node.op in VARIABLE_OPS
+
+
+@dataclass(frozen=True)
 class WirePolicy:
     """Which cross-task edges are sent as ``dtype`` and which are encoded by ``codec``.
 
@@ -120,6 +188,7 @@ class WirePolicy:
         gradients_only: only tensors produced under the ``gradients`` name scope are narrowed,
             so that weights read by workers stay exact and only the updates they push are.
         codec: lossless compression (after the narrowing, if any), or None.
+        delta: variables read across hosts travel as deltas (instead of through ``codec``).
         hosts: (task, host id) of the tasks whose host is known (``with_hosts``), for the codec's
             ``cross_host_only``.
     """
@@ -129,6 +198,7 @@ class WirePolicy:
     gradients_only: bool = False
     codec: WireCodec | None = None
     hosts: tuple[tuple[str, str], ...] = ()
+    delta: WireDelta | None = None
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in WIRE_DTYPES:
@@ -159,12 +229,26 @@ class WirePolicy:
         c = self.codec
         if c is None or not c.selects(producer, spec):
             return None
-        if c.cross_host_only:
-            hosts = dict(self.hosts)
-            src, dst = hosts.get(src_task), hosts.get(dst_task)
-            if src is not None and src == dst:
-                return None
+        if c.cross_host_only and self._same_host(src_task, dst_task):
+            return None
         return c
+
+    def wire_delta(self, producer: NodeDef, by_name: Mapping[str, NodeDef], spec: TensorSpec,
+                   src_task: str, dst_task: str) -> WireDelta | None:
+        """The delta setting of an edge from ``producer`` (on ``src_task``) to ``dst_task``
+        whose wire tensor (after any narrowing) is ``spec``, or None."""
+        d = self.delta
+        if d is None or not d.selects(producer, by_name, spec):
+            return None
+        if d.cross_host_only and self._same_host(src_task, dst_task):
+            return None
+        return d
+
+    def _same_host(self, src_task: str, dst_task: str) -> bool:
+        """Both tasks' hosts are known and equal."""
+        hosts = dict(self.hosts)
+        src, dst = hosts.get(src_task), hosts.get(dst_task)
+        return src is not None and src == dst
 
 
 def _under_gradients(name: str) -> bool:

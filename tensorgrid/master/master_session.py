@@ -20,7 +20,7 @@ import numpy as np
 
 from tensorgrid.compiler.infer import check_declared_sizes, infer_graph
 from tensorgrid.compiler.plan import Plan, PlanOptions, partition_plan, place_graph
-from tensorgrid.compiler.wire import WireCodec, WirePolicy
+from tensorgrid.compiler.wire import WireCodec, WireDelta, WirePolicy
 from tensorgrid.core import dtypes, errors
 from tensorgrid.core.device import DeviceSpec
 from tensorgrid.core.ir import NodeDef, parse_tensor_name
@@ -67,6 +67,12 @@ class SessionOptions:
     wire_codec_shuffle: str = WireCodec.shuffle
     wire_codec_blocksize: int = WireCodec.blocksize
     wire_codec_cross_host_only: bool = WireCodec.cross_host_only
+    # variables read across hosts sent as deltas of the reader's version (compiler/wire.py
+    # WireDelta): the delta frame's codec ("lz4", "zstd"; "": off) and its settings
+    wire_delta: str = ""
+    wire_delta_level: int = WireDelta.level
+    wire_delta_min_bytes: int = WireDelta.min_bytes
+    wire_delta_cross_host_only: bool = WireDelta.cross_host_only
 
     def wire_policy(self) -> WirePolicy | None:
         """The WirePolicy these options ask for, or None.
@@ -80,10 +86,12 @@ class SessionOptions:
                               self.wire_codec_edges, self.wire_codec_integers,
                               self.wire_codec_shuffle, self.wire_codec_blocksize,
                               self.wire_codec_cross_host_only)
-        if not self.wire_dtype and codec is None:
+        delta = WireDelta(self.wire_delta, self.wire_delta_level, self.wire_delta_min_bytes,
+                          self.wire_delta_cross_host_only) if self.wire_delta else None
+        if not self.wire_dtype and codec is None and delta is None:
             return None
         return WirePolicy(dtypes.as_dtype(self.wire_dtype) if self.wire_dtype else None,
-                          self.wire_min_bytes, self.wire_gradients_only, codec)
+                          self.wire_min_bytes, self.wire_gradients_only, codec, delta=delta)
 
 
 class SessionHost(Protocol):
@@ -304,7 +312,8 @@ class MasterSession:
                 host.log(f"{name}: {dev}")
         # the Send/Recv pairs carry their sender's incarnation: learn those first
         await host.ensure_incarnations(placed.tasks())
-        if placed.wire is not None and placed.wire.codec is not None:
+        if placed.wire is not None and (placed.wire.codec is not None
+                                        or placed.wire.delta is not None):
             # the hosts are known now (the tasks' status replies): a codec skips same-host edges
             placed = replace(placed, wire=placed.wire.with_hosts(
                 {t: host.cluster.task(t).host_id for t in placed.tasks()}))

@@ -27,7 +27,7 @@ from tensorgrid.pb import step_stats_pb2 as tensorgrid_dot_pb_dot_step__stats__p
 from tensorgrid.pb import types_pb2 as tensorgrid_dot_pb_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/pb/master.proto\x12\ntensorgrid\x1a\x19tensorgrid/pb/graph.proto\x1a\x1etensorgrid/pb/step_stats.proto\x1a\x19tensorgrid/pb/types.proto\"D\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06tensor\x18\x02 \x01(\x0b\x32\x17.tensorgrid.TensorProto\"\xd8\x02\n\x0eSessionOptions\x12\x1c\n\x14\x61llow_soft_placement\x18\x01 \x01(\x08\x12\x1c\n\x14log_device_placement\x18\x02 \x01(\x08\x12\x16\n\x0e\x64\x65vice_filters\x18\x03 \x03(\t\x12\x13\n\x0b\x64isable_cse\x18\x04 \x01(\x08\x12 \n\x18\x64isable_constant_folding\x18\x05 \x01(\x08\x12\x1c\n\x14operation_timeout_ms\x18\x06 \x01(\x03\x12\x13\n\x0b\x63lient_task\x18\x07 \x01(\t\x12(\n\nwire_dtype\x18\x08 \x01(\x0e\x32\x14.tensorgrid.DataType\x12\x16\n\x0ewire_min_bytes\x18\t \x01(\x03\x12\x1b\n\x13wire_gradients_only\x18\n \x01(\x08\x12)\n\nwire_codec\x18\x0b \x01(\x0b\x32\x15.tensorgrid.WireCodec\"\x98\x01\n\tWireCodec\x12\r\n\x05\x63odec\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x03\x12\r\n\x05\x65\x64ges\x18\x04 \x01(\t\x12\x10\n\x08integers\x18\x05 \x01(\x08\x12\x0f\n\x07shuffle\x18\x06 \x01(\t\x12\x11\n\tblocksize\x18\x07 \x01(\x03\x12\x15\n\rsame_host_too\x18\x08 \x01(\x08\"l\n\x14\x43reateSessionRequest\x12\'\n\tgraph_def\x18\x01 \x01(\x0b\x32\x14.tensorgrid.GraphDef\x12+\n\x07options\x18\x02 \x01(\x0b\x32\x1a.tensorgrid.SessionOptions\"F\n\x15\x43reateSessionResponse\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x15\n\rgraph_version\x18\x02 \x01(\x03\"v\n\x14\x45xtendSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\'\n\tgraph_def\x18\x02 \x01(\x0b\x32\x14.tensorgrid.GraphDef\x12\x1d\n\x15\x63urrent_graph_version\x18\x03 \x01(\x03\"2\n\x15\x45xtendSessionResponse\x12\x19\n\x11new_graph_version\x18\x01 \x01(\x03\"\xae\x01\n\x0eRunStepRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12%\n\x04\x66\x65\x65\x64\x18\x02 \x03(\x0b\x32\x17.tensorgrid.NamedTensor\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12\x12\n\ntimeout_ms\x18\x05 \x01(\x03\x12\x15\n\rgraph_version\x18\x06 \x01(\x03\x12\x13\n\x0btrace_level\x18\x07 \x01(\x05\"v\n\x0fRunStepResponse\x12\'\n\x06tensor\x18\x01 \x03(\x0b\x32\x17.tensorgrid.NamedTensor\x12\x0f\n\x07step_id\x18\x02 \x01(\x03\x12)\n\nstep_stats\x18\x03 \x01(\x0b\x32\x15.tensorgrid.StepStats\"-\n\x13\x43loseSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"\x14\n\x12ListDevicesRequest\"&\n\x13ListDevicesResponse\x12\x0f\n\x07\x64\x65vices\x18\x01 \x03(\t\".\n\x18ResetSessionStateRequest\x12\x12\n\ncontainers\x18\x01 \x03(\t\"\x1b\n\x19ResetSessionStateResponse\"W\n\x10HeartbeatRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\x03\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x0f\n\x07host_id\x18\x04 \x01(\t\"/\n\x11HeartbeatResponse\x12\x1a\n\x12master_incarnation\x18\x01 \x01(\x03\x32\xc2\x04\n\rMasterService\x12T\n\rCreateSession\x12 .tensorgrid.CreateSessionRequest\x1a!.tensorgrid.CreateSessionResponse\x12T\n\rExtendSession\x12 .tensorgrid.ExtendSessionRequest\x1a!.tensorgrid.ExtendSessionResponse\x12\x42\n\x07RunStep\x12\x1a.tensorgrid.RunStepRequest\x1a\x1b.tensorgrid.RunStepResponse\x12Q\n\x0c\x43loseSession\x12\x1f.tensorgrid.CloseSessionRequest\x1a .tensorgrid.CloseSessionResponse\x12N\n\x0bListDevices\x12\x1e.tensorgrid.ListDevicesRequest\x1a\x1f.tensorgrid.ListDevicesResponse\x12T\n\x05Reset\x12$.tensorgrid.ResetSessionStateRequest\x1a%.tensorgrid.ResetSessionStateResponse\x12H\n\tHeartbeat\x12\x1c.tensorgrid.HeartbeatRequest\x1a\x1d.tensorgrid.HeartbeatResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/pb/master.proto\x12\ntensorgrid\x1a\x19tensorgrid/pb/graph.proto\x1a\x1etensorgrid/pb/step_stats.proto\x1a\x19tensorgrid/pb/types.proto\"D\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06tensor\x18\x02 \x01(\x0b\x32\x17.tensorgrid.TensorProto\"\x83\x03\n\x0eSessionOptions\x12\x1c\n\x14\x61llow_soft_placement\x18\x01 \x01(\x08\x12\x1c\n\x14log_device_placement\x18\x02 \x01(\x08\x12\x16\n\x0e\x64\x65vice_filters\x18\x03 \x03(\t\x12\x13\n\x0b\x64isable_cse\x18\x04 \x01(\x08\x12 \n\x18\x64isable_constant_folding\x18\x05 \x01(\x08\x12\x1c\n\x14operation_timeout_ms\x18\x06 \x01(\x03\x12\x13\n\x0b\x63lient_task\x18\x07 \x01(\t\x12(\n\nwire_dtype\x18\x08 \x01(\x0e\x32\x14.tensorgrid.DataType\x12\x16\n\x0ewire_min_bytes\x18\t \x01(\x03\x12\x1b\n\x13wire_gradients_only\x18\n \x01(\x08\x12)\n\nwire_codec\x18\x0b \x01(\x0b\x32\x15.tensorgrid.WireCodec\x12)\n\nwire_delta\x18\x0c \x01(\x0b\x32\x15.tensorgrid.WireDelta\"S\n\tWireDelta\x12\r\n\x05\x63odec\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x03\x12\x15\n\rsame_host_too\x18\x04 \x01(\x08\"\x98\x01\n\tWireCodec\x12\r\n\x05\x63odec\x18\x01 \x01(\t\x12\r\n\x05level\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x03\x12\r\n\x05\x65\x64ges\x18\x04 \x01(\t\x12\x10\n\x08integers\x18\x05 \x01(\x08\x12\x0f\n\x07shuffle\x18\x06 \x01(\t\x12\x11\n\tblocksize\x18\x07 \x01(\x03\x12\x15\n\rsame_host_too\x18\x08 \x01(\x08\"l\n\x14\x43reateSessionRequest\x12\'\n\tgraph_def\x18\x01 \x01(\x0b\x32\x14.tensorgrid.GraphDef\x12+\n\x07options\x18\x02 \x01(\x0b\x32\x1a.tensorgrid.SessionOptions\"F\n\x15\x43reateSessionResponse\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x15\n\rgraph_version\x18\x02 \x01(\x03\"v\n\x14\x45xtendSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\'\n\tgraph_def\x18\x02 \x01(\x0b\x32\x14.tensorgrid.GraphDef\x12\x1d\n\x15\x63urrent_graph_version\x18\x03 \x01(\x03\"2\n\x15\x45xtendSessionResponse\x12\x19\n\x11new_graph_version\x18\x01 \x01(\x03\"\xae\x01\n\x0eRunStepRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12%\n\x04\x66\x65\x65\x64\x18\x02 \x03(\x0b\x32\x17.tensorgrid.NamedTensor\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12\x12\n\ntimeout_ms\x18\x05 \x01(\x03\x12\x15\n\rgraph_version\x18\x06 \x01(\x03\x12\x13\n\x0btrace_level\x18\x07 \x01(\x05\"v\n\x0fRunStepResponse\x12\'\n\x06tensor\x18\x01 \x03(\x0b\x32\x17.tensorgrid.NamedTensor\x12\x0f\n\x07step_id\x18\x02 \x01(\x03\x12)\n\nstep_stats\x18\x03 \x01(\x0b\x32\x15.tensorgrid.StepStats\"-\n\x13\x43loseSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"\x14\n\x12ListDevicesRequest\"&\n\x13ListDevicesResponse\x12\x0f\n\x07\x64\x65vices\x18\x01 \x03(\t\".\n\x18ResetSessionStateRequest\x12\x12\n\ncontainers\x18\x01 \x03(\t\"\x1b\n\x19ResetSessionStateResponse\"W\n\x10HeartbeatRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\x03\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x0f\n\x07host_id\x18\x04 \x01(\t\"/\n\x11HeartbeatResponse\x12\x1a\n\x12master_incarnation\x18\x01 \x01(\x03\x32\xc2\x04\n\rMasterService\x12T\n\rCreateSession\x12 .tensorgrid.CreateSessionRequest\x1a!.tensorgrid.CreateSessionResponse\x12T\n\rExtendSession\x12 .tensorgrid.ExtendSessionRequest\x1a!.tensorgrid.ExtendSessionResponse\x12\x42\n\x07RunStep\x12\x1a.tensorgrid.RunStepRequest\x1a\x1b.tensorgrid.RunStepResponse\x12Q\n\x0c\x43loseSession\x12\x1f.tensorgrid.CloseSessionRequest\x1a .tensorgrid.CloseSessionResponse\x12N\n\x0bListDevices\x12\x1e.tensorgrid.ListDevicesRequest\x1a\x1f.tensorgrid.ListDevicesResponse\x12T\n\x05Reset\x12$.tensorgrid.ResetSessionStateRequest\x1a%.tensorgrid.ResetSessionStateResponse\x12H\n\tHeartbeat\x12\x1c.tensorgrid.HeartbeatRequest\x1a\x1d.tensorgrid.HeartbeatResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,37 +37,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NAMEDTENSOR']._serialized_start=128
   _globals['_NAMEDTENSOR']._serialized_end=196
   _globals['_SESSIONOPTIONS']._serialized_start=199
-  _globals['_SESSIONOPTIONS']._serialized_end=543
-  _globals['_WIRECODEC']._serialized_start=546
-  _globals['_WIRECODEC']._serialized_end=698
-  _globals['_CREATESESSIONREQUEST']._serialized_start=700
-  _globals['_CREATESESSIONREQUEST']._serialized_end=808
-  _globals['_CREATESESSIONRESPONSE']._serialized_start=810
-  _globals['_CREATESESSIONRESPONSE']._serialized_end=880
-  _globals['_EXTENDSESSIONREQUEST']._serialized_start=882
-  _globals['_EXTENDSESSIONREQUEST']._serialized_end=1000
-  _globals['_EXTENDSESSIONRESPONSE']._serialized_start=1002
-  _globals['_EXTENDSESSIONRESPONSE']._serialized_end=1052
-  _globals['_RUNSTEPREQUEST']._serialized_start=1055
-  _globals['_RUNSTEPREQUEST']._serialized_end=1229
-  _globals['_RUNSTEPRESPONSE']._serialized_start=1231
-  _globals['_RUNSTEPRESPONSE']._serialized_end=1349
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=1351
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=1396
-  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1398
-  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1420
-  _globals['_LISTDEVICESREQUEST']._serialized_start=1422
-  _globals['_LISTDEVICESREQUEST']._serialized_end=1442
-  _globals['_LISTDEVICESRESPONSE']._serialized_start=1444
-  _globals['_LISTDEVICESRESPONSE']._serialized_end=1482
-  _globals['_RESETSESSIONSTATEREQUEST']._serialized_start=1484
-  _globals['_RESETSESSIONSTATEREQUEST']._serialized_end=1530
-  _globals['_RESETSESSIONSTATERESPONSE']._serialized_start=1532
-  _globals['_RESETSESSIONSTATERESPONSE']._serialized_end=1559
-  _globals['_HEARTBEATREQUEST']._serialized_start=1561
-  _globals['_HEARTBEATREQUEST']._serialized_end=1648
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1650
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1697
-  _globals['_MASTERSERVICE']._serialized_start=1700
-  _globals['_MASTERSERVICE']._serialized_end=2278
+  _globals['_SESSIONOPTIONS']._serialized_end=586
+  _globals['_WIREDELTA']._serialized_start=588
+  _globals['_WIREDELTA']._serialized_end=671
+  _globals['_WIRECODEC']._serialized_start=674
+  _globals['_WIRECODEC']._serialized_end=826
+  _globals['_CREATESESSIONREQUEST']._serialized_start=828
+  _globals['_CREATESESSIONREQUEST']._serialized_end=936
+  _globals['_CREATESESSIONRESPONSE']._serialized_start=938
+  _globals['_CREATESESSIONRESPONSE']._serialized_end=1008
+  _globals['_EXTENDSESSIONREQUEST']._serialized_start=1010
+  _globals['_EXTENDSESSIONREQUEST']._serialized_end=1128
+  _globals['_EXTENDSESSIONRESPONSE']._serialized_start=1130
+  _globals['_EXTENDSESSIONRESPONSE']._serialized_end=1180
+  _globals['_RUNSTEPREQUEST']._serialized_start=1183
+  _globals['_RUNSTEPREQUEST']._serialized_end=1357
+  _globals['_RUNSTEPRESPONSE']._serialized_start=1359
+  _globals['_RUNSTEPRESPONSE']._serialized_end=1477
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=1479
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=1524
+  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1526
+  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1548
+  _globals['_LISTDEVICESREQUEST']._serialized_start=1550
+  _globals['_LISTDEVICESREQUEST']._serialized_end=1570
+  _globals['_LISTDEVICESRESPONSE']._serialized_start=1572
+  _globals['_LISTDEVICESRESPONSE']._serialized_end=1610
+  _globals['_RESETSESSIONSTATEREQUEST']._serialized_start=1612
+  _globals['_RESETSESSIONSTATEREQUEST']._serialized_end=1658
+  _globals['_RESETSESSIONSTATERESPONSE']._serialized_start=1660
+  _globals['_RESETSESSIONSTATERESPONSE']._serialized_end=1687
+  _globals['_HEARTBEATREQUEST']._serialized_start=1689
+  _globals['_HEARTBEATREQUEST']._serialized_end=1776
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1778
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1825
+  _globals['_MASTERSERVICE']._serialized_start=1828
+  _globals['_MASTERSERVICE']._serialized_end=2406
 # @@protoc_insertion_point(module_scope)

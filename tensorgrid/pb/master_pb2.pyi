@@ -18,7 +18,7 @@ class NamedTensor(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tensor: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ...) -> None: ...
 
 class SessionOptions(_message.Message):
-    __slots__ = ("allow_soft_placement", "log_device_placement", "device_filters", "disable_cse", "disable_constant_folding", "operation_timeout_ms", "client_task", "wire_dtype", "wire_min_bytes", "wire_gradients_only", "wire_codec")
+    __slots__ = ("allow_soft_placement", "log_device_placement", "device_filters", "disable_cse", "disable_constant_folding", "operation_timeout_ms", "client_task", "wire_dtype", "wire_min_bytes", "wire_gradients_only", "wire_codec", "wire_delta")
     ALLOW_SOFT_PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     LOG_DEVICE_PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FILTERS_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,7 @@ class SessionOptions(_message.Message):
     WIRE_MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
     WIRE_GRADIENTS_ONLY_FIELD_NUMBER: _ClassVar[int]
     WIRE_CODEC_FIELD_NUMBER: _ClassVar[int]
+    WIRE_DELTA_FIELD_NUMBER: _ClassVar[int]
     allow_soft_placement: bool
     log_device_placement: bool
     device_filters: _containers.RepeatedScalarFieldContainer[str]
@@ -41,7 +42,20 @@ class SessionOptions(_message.Message):
     wire_min_bytes: int
     wire_gradients_only: bool
     wire_codec: WireCodec
-    def __init__(self, allow_soft_placement: _Optional[bool] = ..., log_device_placement: _Optional[bool] = ..., device_filters: _Optional[_Iterable[str]] = ..., disable_cse: _Optional[bool] = ..., disable_constant_folding: _Optional[bool] = ..., operation_timeout_ms: _Optional[int] = ..., client_task: _Optional[str] = ..., wire_dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., wire_min_bytes: _Optional[int] = ..., wire_gradients_only: _Optional[bool] = ..., wire_codec: _Optional[_Union[WireCodec, _Mapping]] = ...) -> None: ...
+    wire_delta: WireDelta
+    def __init__(self, allow_soft_placement: _Optional[bool] = ..., log_device_placement: _Optional[bool] = ..., device_filters: _Optional[_Iterable[str]] = ..., disable_cse: _Optional[bool] = ..., disable_constant_folding: _Optional[bool] = ..., operation_timeout_ms: _Optional[int] = ..., client_task: _Optional[str] = ..., wire_dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., wire_min_bytes: _Optional[int] = ..., wire_gradients_only: _Optional[bool] = ..., wire_codec: _Optional[_Union[WireCodec, _Mapping]] = ..., wire_delta: _Optional[_Union[WireDelta, _Mapping]] = ...) -> None: ...
+
+class WireDelta(_message.Message):
+    __slots__ = ("codec", "level", "min_bytes", "same_host_too")
+    CODEC_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SAME_HOST_TOO_FIELD_NUMBER: _ClassVar[int]
+    codec: str
+    level: int
+    min_bytes: int
+    same_host_too: bool
+    def __init__(self, codec: _Optional[str] = ..., level: _Optional[int] = ..., min_bytes: _Optional[int] = ..., same_host_too: _Optional[bool] = ...) -> None: ...
 
 class WireCodec(_message.Message):
     __slots__ = ("codec", "level", "min_bytes", "edges", "integers", "shuffle", "blocksize", "same_host_too")

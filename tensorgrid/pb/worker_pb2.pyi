@@ -75,17 +75,31 @@ class RunGraphResponse(_message.Message):
     def __init__(self, rets: _Optional[_Iterable[_Union[_types_pb2.TensorProto, _Mapping]]] = ..., ret_keys: _Optional[_Iterable[str]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ...) -> None: ...
 
 class RecvTensorRequest(_message.Message):
-    __slots__ = ("step_id", "keys", "host_id")
+    __slots__ = ("step_id", "keys", "host_id", "deltas")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    DELTAS_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     keys: _containers.RepeatedScalarFieldContainer[str]
     host_id: str
-    def __init__(self, step_id: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., host_id: _Optional[str] = ...) -> None: ...
+    deltas: _containers.RepeatedCompositeFieldContainer[DeltaWant]
+    def __init__(self, step_id: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., host_id: _Optional[str] = ..., deltas: _Optional[_Iterable[_Union[DeltaWant, _Mapping]]] = ...) -> None: ...
+
+class DeltaWant(_message.Message):
+    __slots__ = ("index", "have_version", "codec", "level")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    HAVE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CODEC_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    have_version: int
+    codec: str
+    level: int
+    def __init__(self, index: _Optional[int] = ..., have_version: _Optional[int] = ..., codec: _Optional[str] = ..., level: _Optional[int] = ...) -> None: ...
 
 class RecvTensorChunk(_message.Message):
-    __slots__ = ("index", "inline", "dtype", "shape", "data", "offset", "shm_name", "shm_lease", "is_dead")
+    __slots__ = ("index", "inline", "dtype", "shape", "data", "offset", "shm_name", "shm_lease", "is_dead", "version", "delta")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     INLINE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +109,8 @@ class RecvTensorChunk(_message.Message):
     SHM_NAME_FIELD_NUMBER: _ClassVar[int]
     SHM_LEASE_FIELD_NUMBER: _ClassVar[int]
     IS_DEAD_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
     index: int
     inline: _types_pb2.TensorProto
     dtype: _types_pb2.DataType
@@ -104,7 +120,9 @@ class RecvTensorChunk(_message.Message):
     shm_name: str
     shm_lease: int
     is_dead: bool
-    def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ..., shm_lease: _Optional[int] = ..., is_dead: _Optional[bool] = ...) -> None: ...
+    version: int
+    delta: bool
+    def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ..., shm_lease: _Optional[int] = ..., is_dead: _Optional[bool] = ..., version: _Optional[int] = ..., delta: _Optional[bool] = ...) -> None: ...
 
 class ShmRelease(_message.Message):
     __slots__ = ("name", "lease")

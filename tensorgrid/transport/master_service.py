@@ -27,7 +27,14 @@ def options_from_proto(pb: Any) -> SessionOptions:
         wire_min_bytes=pb.wire_min_bytes,
         wire_gradients_only=pb.wire_gradients_only,
         **_codec_from_proto(pb.wire_codec) if pb.HasField("wire_codec") else {},
+        **_delta_from_proto(pb.wire_delta) if pb.HasField("wire_delta") else {},
     )
+
+
+def _delta_from_proto(pb: Any) -> dict[str, Any]:
+    return {"wire_delta": pb.codec, "wire_delta_level": pb.level,
+            "wire_delta_min_bytes": pb.min_bytes,
+            "wire_delta_cross_host_only": not pb.same_host_too}
 
 
 def _codec_from_proto(pb: Any) -> dict[str, Any]:

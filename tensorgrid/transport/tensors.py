@@ -6,6 +6,8 @@ pieces (a header chunk with dtype and shape, then data at increasing offsets). O
 plane the pieces' bytes travel beside their chunks (``RawChunk``, views of the producer's array)
 and are received in place (``Assembler.target``); over gRPC they ride in the chunks' ``data``.
 A header may declare up to ``MAX_TENSOR_BYTES``; more is refused before anything is allocated.
+An answer to a delta key (``transport/delta.py``) carries its version (and, for a delta frame, the
+``delta`` flag) on its first chunk; the assembler hands such a tensor on as a ``Versioned``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ def _host(value: Any) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class Versioned:
+    """A tensor received on a delta key: ``value`` (a delta frame when ``delta``) and the version
+    the consumer caches it under."""
+
+    version: int
+    value: Any
+    delta: bool
+
+
+@dataclass(frozen=True)
 class RawChunk:
     """A chunk whose bytes travel beside it: ``meta`` says where they go, ``payload`` is a view of
     the producer's array (no copy is made here)."""
@@ -66,20 +78,24 @@ class RawChunk:
 
 
 def encode(index: int, value: Any, use_shm: bool,
-           pool: shm.SegmentPool | None = None, raw: bool = False) -> Iterator[Any]:
+           pool: shm.SegmentPool | None = None, raw: bool = False, version: int = 0,
+           delta: bool = False) -> Iterator[Any]:
     """The chunks that carry one tensor to the consumer (through ``pool``'s segments when the
     consumer is on this host and can give leases back, else a one-off segment, else chunks of
-    raw bytes: ``RawChunk``s that view the array when ``raw``, else copies inside the chunks)."""
+    raw bytes: ``RawChunk``s that view the array when ``raw``, else copies inside the chunks).
+    ``version`` (nonzero) and ``delta`` go on the first chunk (an answer to a delta key; never
+    through shared memory)."""
     if value is DEAD:  # a dead tensor has no value: a flag says what it is
         yield worker_pb2.RecvTensorChunk(index=index, is_dead=True)
         return
     arr = _host(value)
     if arr.dtype == object or arr.nbytes <= INLINE_BYTES:
-        yield worker_pb2.RecvTensorChunk(index=index, inline=serde.tensor_to_proto(arr))
+        yield worker_pb2.RecvTensorChunk(index=index, inline=serde.tensor_to_proto(arr),
+                                         version=version, delta=delta)
         return
     dtype: Any = serde.dtype_to_enum(arr.dtype)
     shape = serde.shape_to_proto(TensorShape(arr.shape))
-    if use_shm:
+    if use_shm and not version:
         lent = pool.put(arr) if pool is not None else None
         if lent is not None:
             yield worker_pb2.RecvTensorChunk(index=index, dtype=dtype, shape=shape,
@@ -97,12 +113,14 @@ def encode(index: int, value: Any, use_shm: bool,
             if offset == 0:
                 meta.dtype = dtype
                 meta.shape.CopyFrom(shape)
+                meta.version = version
+                meta.delta = delta
             yield RawChunk(meta, flat[offset:offset + CHUNK_BYTES])
             continue
         piece = bytes(flat[offset:offset + CHUNK_BYTES])
         if offset == 0:
             yield worker_pb2.RecvTensorChunk(index=index, dtype=dtype, shape=shape, data=piece,
-                                             offset=0)
+                                             offset=0, version=version, delta=delta)
         else:
             yield worker_pb2.RecvTensorChunk(index=index, data=piece, offset=offset)
 
@@ -111,14 +129,17 @@ class _Partial:
     """A tensor being received: its buffer, and how far it is reserved (raw pieces whose bytes
     are on their way into it) and filled."""
 
-    __slots__ = ("buf", "dt", "filled", "reserved", "shape")
+    __slots__ = ("buf", "delta", "dt", "filled", "reserved", "shape", "version")
 
-    def __init__(self, buf: np.ndarray, dt: np.dtype[Any], shape: tuple[int, ...]) -> None:
+    def __init__(self, buf: np.ndarray, dt: np.dtype[Any], shape: tuple[int, ...],
+                 version: int = 0, delta: bool = False) -> None:
         self.buf = buf
         self.dt = dt
         self.shape = shape
         self.filled = 0
         self.reserved = 0
+        self.version = version
+        self.delta = delta
 
 
 class Assembler:
@@ -175,7 +196,7 @@ class Assembler:
                 f"bytes, over the limit of {self._max_bytes}")
         buf = self._buffers.take(nbytes) if self._buffers is not None else \
             np.empty(nbytes, dtype=np.uint8)
-        entry = _Partial(buf, dt, shape)
+        entry = _Partial(buf, dt, shape, chunk.version, chunk.delta)
         self._partial[i] = entry
         return entry
 
@@ -184,7 +205,8 @@ class Assembler:
         if chunk.is_dead:
             return i, DEAD
         if chunk.HasField("inline"):
-            return i, serde.tensor_from_proto(chunk.inline)
+            value = serde.tensor_from_proto(chunk.inline)
+            return i, Versioned(chunk.version, value, chunk.delta) if chunk.version else value
         if chunk.shm_name:
             dt = serde.dtype_from_enum(chunk.dtype).np
             shape = tuple(int(d or 0) for d in serde.shape_from_proto(chunk.shape).as_list())
@@ -236,4 +258,5 @@ class Assembler:
         if entry.filled < len(entry.buf):
             return None
         self._partial.pop(i, None)
-        return i, entry.buf.view(entry.dt).reshape(entry.shape)
+        value = entry.buf.view(entry.dt).reshape(entry.shape)
+        return i, Versioned(entry.version, value, entry.delta) if entry.version else value

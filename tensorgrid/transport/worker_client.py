@@ -16,7 +16,7 @@ from tensorgrid.core.ir import GraphDef, NodeDef
 from tensorgrid.pb import worker_pb2
 from tensorgrid.runtime.step_stats import FULL_TRACE
 from tensorgrid.runtime.worker import WorkerCore
-from tensorgrid.transport import shm, tensors
+from tensorgrid.transport import delta, shm, tensors
 from tensorgrid.transport.channels import ChannelPool
 from tensorgrid.transport.recvbuf import ReceiveBuffers
 from tensorgrid.transport.status import from_rpc_error, metadata_token
@@ -163,11 +163,12 @@ class GrpcTaskClient:
 
 
 class _Batch:
-    __slots__ = ("futures", "keys")
+    __slots__ = ("deltas", "futures", "keys")
 
     def __init__(self) -> None:
         self.keys: list[str] = []
         self.futures: list[asyncio.Future[Any]] = []
+        self.deltas: list[Any] = []  # DeltaWant of the delta keys
 
 
 class GrpcRemoteRecv:
@@ -180,12 +181,16 @@ class GrpcRemoteRecv:
         addresses: peers' addresses known up front (the cluster spec).
         data_plane: pull tensors over the framed data plane (else gRPC streams only).
         ssl_context: dial peers' data planes with TLS (the task's client context).
+        delta_cache_bytes: bounds the values kept to receive delta keys as deltas.
     """
 
     def __init__(self, worker: WorkerCore, pool: ChannelPool, token: str | None = None,
                  timeout: float = 3600.0, addresses: Mapping[str, str] | None = None, *,
-                 data_plane: bool = True, ssl_context: ssl.SSLContext | None = None) -> None:
+                 data_plane: bool = True, ssl_context: ssl.SSLContext | None = None,
+                 delta_cache_bytes: int = delta.DEFAULT_CACHE_BYTES) -> None:
         self.worker = worker
+        # the delta keys of the graphs registered here, and the values last received on them
+        self.deltas = delta.DeltaReceiver(delta_cache_bytes)
         self._pool = pool
         self._meta = metadata_token(token)
         self._timeout = timeout
@@ -215,9 +220,24 @@ class GrpcRemoteRecv:
             batch = self._batches[bkey] = _Batch()
             loop.call_soon(self._flush, bkey)
         fut: asyncio.Future[Any] = loop.create_future()
+        self.deltas.sync(self.worker.graphs.graphs)
+        want = self.deltas.wants(key)
+        # the version named is pinned here: the answer decodes against exactly this value
+        base = self.deltas.held(src_task, key) if want is not None else None
+        if want is not None:
+            batch.deltas.append(worker_pb2.DeltaWant(
+                index=len(batch.keys), have_version=base[0] if base is not None else 0,
+                codec=want[0], level=want[1]))
         batch.keys.append(key)
         batch.futures.append(fut)
-        return await fut
+        value = await fut
+        if not isinstance(value, tensors.Versioned):
+            return value
+        if want is None:
+            raise errors.DataLossError(f"Task {src_task} answered key {key}, which this task "
+                                       "did not ask as a delta key, with a versioned tensor")
+        return await loop.run_in_executor(None, self.deltas.accept, src_task, key,
+                                          value.version, value.value, value.delta, base)
 
     def _flush(self, bkey: tuple[str, int]) -> None:
         batch = self._batches.pop(bkey, None)
@@ -239,7 +259,8 @@ class GrpcRemoteRecv:
                 lambda: self._pool.worker(address), src_task, address, self._meta,
                 self._data_plane, self.buffers)
         await client.request(worker_pb2.RecvTensorRequest(step_id=step_id, keys=batch.keys,
-                                                          host_id=self.host_id), batch.futures)
+                                                          host_id=self.host_id,
+                                                          deltas=batch.deltas), batch.futures)
 
     def close(self) -> None:
         """Close the streams to every peer."""

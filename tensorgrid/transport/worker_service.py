@@ -12,7 +12,7 @@ from tensorgrid.core import errors, serde
 from tensorgrid.core.rendezvous_key import make_key
 from tensorgrid.pb import worker_pb2, worker_pb2_grpc
 from tensorgrid.runtime.worker import WorkerCore
-from tensorgrid.transport import shm, tensors
+from tensorgrid.transport import delta, shm, tensors
 from tensorgrid.transport.status import abort_with
 from tensorgrid.transport.wire import RawFrame
 
@@ -129,11 +129,23 @@ async def _serve_stream(request_iterator: Any, out: _Outbox,
 
 
 class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
-    """Serves one task's WorkerCore (workers and parameter servers alike)."""
+    """Serves one task's WorkerCore (workers and parameter servers alike).
+
+    ``delta_cache_bytes`` bounds the values kept to answer delta keys with deltas
+    (``transport/delta.py``)."""
 
     def __init__(self, core: WorkerCore, host_id: str = "", *,
-                 pool_bytes: int | None = None) -> None:
+                 pool_bytes: int | None = None,
+                 delta_cache_bytes: int = delta.DEFAULT_CACHE_BYTES) -> None:
         self.core = core
+        self.deltas = delta.DeltaSender(delta_cache_bytes)
+        sender = self.deltas
+        core.metrics.watch_bytes("tensorgrid_task_wire_delta_raw_bytes",
+                                 "Bytes of the tensors the task answered delta keys with, as "
+                                 "they are", lambda: sender.bytes_raw)
+        core.metrics.watch_bytes("tensorgrid_task_wire_delta_sent_bytes",
+                                 "Bytes the task sent to answer delta keys (deltas where they "
+                                 "were smaller, else the tensors)", lambda: sender.bytes_sent)
         self.host_id = host_id or shm.host_id()
         self._shm = shm.available() and bool(self.host_id)
         self.data_address = ""  # set when the framed data plane listens
@@ -176,6 +188,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             self.core.deregister_graph(request.graph_handle, request.session_handle)
         except Exception as exc:  # noqa: BLE001
             await abort_with(context, exc)
+        self.deltas.sync(self.core.graphs.graphs)  # what the gone graphs sent goes too
         return worker_pb2.DeregisterGraphResponse()
 
     def _response(self, step_id: int, rets: list[Any]) -> Any:
@@ -226,9 +239,15 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         # the framed data plane takes raw payloads beside their messages; gRPC does not
         raw = bool(getattr(context, "raw_payloads", False))
 
+        loop = asyncio.get_running_loop()
+
         async def one(msg: Any) -> None:
             req, rid = msg.request, msg.request_id
             use_shm = self._shm and req.host_id == self.host_id
+            # keys the consumer holds a version of: answered by a delta of it (off the loop)
+            wants = {d.index: d for d in req.deltas}
+            if wants:
+                self.deltas.sync(self.core.graphs.graphs)
             # the rendezvous' own futures, no task a key: a value sent already is answered at
             # once, a later one from its send's callback (every wake-up costs here)
             rdv: Any = None
@@ -270,7 +289,16 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     for i in now:
                         value = futs[i].result()
                         self.core.rendezvous.consumed(req.step_id)
-                        for chunk in tensors.encode(i, value, use_shm, self.pool, raw):
+                        want = wants.get(i)
+                        version, is_delta = 0, False
+                        if want is not None and delta.deltable(value):
+                            answer = await loop.run_in_executor(
+                                None, self.deltas.answer, req.keys[i], value,
+                                want.have_version, want.codec, want.level)
+                            value, version, is_delta = answer.payload, answer.version, \
+                                answer.delta
+                        for chunk in tensors.encode(i, value, use_shm, self.pool, raw, version,
+                                                    is_delta):
                             if isinstance(chunk, tensors.RawChunk):
                                 # bytes beside the message, from the array's memory; the
                                 # messages queued before it go first, to keep the order

@@ -1,0 +1,354 @@
+"""Variables on the wire as deltas of what the reader already holds (receiver-driven, lossless).
+
+A consumer pulls the same variable every step, and between two pulls it changed by an update or
+two: XOR of the new bits with the bits the consumer already has zeroes the sign, the exponent and
+the top of the mantissa of almost every element, and a byte shuffle plus LZ4 or ZSTD then packs
+the result well below the raw size (measured on Adam updates of a 784x1024 float32 weight: 0.65
+to 0.8 of it; in bfloat16 most elements do not change at all).
+
+The protocol, for a key the partitioner marked (``_wire_delta`` on its Send/Recv):
+
+* The consumer names, with the key, the version of that edge's tensor it holds (0: none).
+* The producer keeps the last ``KEEP_VERSIONS`` values it sent to that consumer on that key (as
+  copies: a variable's buffer is updated in place), each with a version id. If it holds the named
+  version and the delta frame is smaller than the raw bytes, it answers with the frame, else with
+  the tensor itself; either answer carries the new version id, and both sides cache the new value.
+* A mismatch (either side restarted, a step aborted, an entry evicted) costs one full send:
+  the consumer decodes only against the exact version the frame names, and a frame checks its
+  base version, its checksum and its size, so no state can go wrong silently.
+
+The caches are bounded (bytes per peer and in all, least recently used entries go first) and a
+peer's entries go when the graph that made them is deregistered. Everything here is sans-IO:
+the servicer and the RemoteRecv call it, on a worker thread for the encoding and decoding of
+big tensors (blosc2 and numpy release the GIL).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import struct
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorgrid.compiler.wire import DELTA_CODEC_ATTR, DELTA_CODECS, DELTA_LEVEL_ATTR
+from tensorgrid.core import dtypes, errors
+from tensorgrid.core.device import task_of
+from tensorgrid.core.ir import NodeDef
+from tensorgrid.core.rendezvous_key import make_key, parse_key
+from tensorgrid.kernels import wire_codec
+
+# versions of a key the producer keeps: one step aborted between send and receive must not
+# force a full send
+KEEP_VERSIONS = 2
+# a tensor bigger than this always travels whole (one blosc2 call takes < 2 GiB)
+MAX_DELTA_BYTES = 1 << 30
+DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
+# magic, crc32 of the codec frame, base version
+_HEAD = struct.Struct("<4sIQ")
+MAGIC = b"TGD1"
+ATTR_CODEC = DELTA_CODEC_ATTR
+ATTR_LEVEL = DELTA_LEVEL_ATTR
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """``a``'s elements as unsigned integers of the same size (a view)."""
+    return a.reshape(-1).view(f"<u{a.itemsize}")
+
+
+def deltable(value: Any) -> bool:
+    """Whether ``value`` can travel as a delta: a floating array (bfloat16 included) of 2, 4 or
+    8 byte elements."""
+    if not isinstance(value, np.ndarray) or value.dtype.itemsize not in (2, 4, 8) \
+            or not 0 < value.nbytes <= MAX_DELTA_BYTES:
+        return False
+    try:
+        return dtypes.as_dtype(value.dtype).is_floating
+    except TypeError:
+        return False
+
+
+def encode_delta(new: np.ndarray, base: np.ndarray, base_version: int, codec: str = "lz4",
+                 level: int = 1) -> np.ndarray:
+    """The delta frame (uint8 vector) that turns ``base`` into ``new``: XOR of their bits, byte
+    shuffle at the element size, then ``codec``.
+
+    Raises:
+        ValueError: the two differ in dtype or shape, or the codec is unknown.
+    """
+    if new.dtype != base.dtype or new.shape != base.shape:
+        raise ValueError(f"a delta needs equal types and shapes, got {new.dtype}{new.shape} "
+                         f"and {base.dtype}{base.shape}")
+    if codec not in DELTA_CODECS:
+        raise ValueError(f"a delta codec is one of {', '.join(DELTA_CODECS)}, not {codec!r}")
+    x = np.bitwise_xor(_bits(np.ascontiguousarray(new)), _bits(np.ascontiguousarray(base)))
+    body = wire_codec.encode(x.view(new.dtype).reshape(new.shape), codec, level, "shuffle")
+    out = np.empty(_HEAD.size + body.size, np.uint8)
+    head = _HEAD.pack(MAGIC, zlib.crc32(body.data), base_version)
+    out[:_HEAD.size] = np.frombuffer(head, np.uint8)
+    out[_HEAD.size:] = body
+    return out
+
+
+def decode_delta(frame: np.ndarray, base: np.ndarray, base_version: int) -> np.ndarray:
+    """The tensor a delta frame makes of ``base`` (a new array; ``base`` is not changed).
+
+    Raises:
+        DataLossError: the frame is not a whole delta frame, names another base version, fails
+            its checksum or does not match the base's type and shape (says which).
+    """
+    buf = np.ascontiguousarray(frame).reshape(-1).view(np.uint8)
+    if buf.size < _HEAD.size:
+        raise errors.DataLossError(f"A delta frame of {buf.size} bytes is shorter than its header")
+    magic, crc, version = _HEAD.unpack(buf[:_HEAD.size].tobytes())
+    if magic != MAGIC:
+        raise errors.DataLossError(f"Bytes starting {bytes(magic)!r} are not a delta frame")
+    if version != base_version:
+        raise errors.DataLossError(f"A delta frame against version {version:x} cannot be applied "
+                                   f"to version {base_version:x}")
+    body = buf[_HEAD.size:]
+    if zlib.crc32(body.data) != crc:
+        raise errors.DataLossError("A delta frame fails its checksum (corrupted on the way)")
+    try:
+        x = wire_codec.decode(body)
+    except (ValueError, RuntimeError) as exc:
+        raise errors.DataLossError(f"A delta frame does not decode: {exc}") from None
+    if x.dtype != base.dtype or x.shape != base.shape:
+        raise errors.DataLossError(f"A delta frame of {x.dtype}{x.shape} does not fit its base "
+                                   f"of {base.dtype}{base.shape}")
+    out = np.empty_like(base)
+    np.bitwise_xor(_bits(x), _bits(np.ascontiguousarray(base)), out=_bits(out))
+    return out
+
+
+class _Lru:
+    """Values by (peer, key), least recently used first, bounded in bytes per peer and in all.
+
+    Each entry is a list of (version, array), newest last. Safe to use from any thread.
+    """
+
+    def __init__(self, max_bytes: int, max_peer_bytes: int, keep: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_peer_bytes = max_peer_bytes
+        self.keep = keep
+        self.nbytes = 0
+        self.evicted = 0
+        self._peer_bytes: dict[str, int] = {}
+        self._entries: OrderedDict[tuple[str, str], list[tuple[int, np.ndarray]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, peer: str, key: str, version: int = 0) -> tuple[int, np.ndarray] | None:
+        """The entry's ``version`` (0: its newest), or None."""
+        with self._lock:
+            entry = self._entries.get((peer, key))
+            if not entry:
+                return None
+            self._entries.move_to_end((peer, key))
+            if not version:
+                return entry[-1]
+            return next((e for e in entry if e[0] == version), None)
+
+    def put(self, peer: str, key: str, version: int, value: np.ndarray) -> None:
+        """Add a version (the oldest past ``keep`` goes), then evict down to the bounds; a value
+        bigger than a bound is not kept at all."""
+        if value.nbytes > min(self.max_bytes, self.max_peer_bytes):
+            self.drop(lambda p, k: (p, k) == (peer, key))
+            return
+        with self._lock:
+            entry = self._entries.setdefault((peer, key), [])
+            self._entries.move_to_end((peer, key))
+            entry.append((version, value))
+            self._account(peer, value.nbytes)
+            while len(entry) > self.keep:
+                self._account(peer, -entry.pop(0)[1].nbytes)
+            for (p, k) in list(self._entries):
+                if self.nbytes <= self.max_bytes and \
+                        self._peer_bytes.get(peer, 0) <= self.max_peer_bytes:
+                    break
+                if self.nbytes > self.max_bytes or p == peer:
+                    self._pop((p, k))
+
+    def drop(self, match: Any) -> int:
+        """Drop the entries whose (peer, key) ``match`` accepts; returns how many."""
+        with self._lock:
+            gone = [pk for pk in self._entries if match(*pk)]
+            for pk in gone:
+                self._pop(pk, evicted=False)
+            return len(gone)
+
+    def _pop(self, pk: tuple[str, str], evicted: bool = True) -> None:
+        for _, v in self._entries.pop(pk, []):
+            self._account(pk[0], -v.nbytes)
+        self.evicted += evicted
+
+    def _account(self, peer: str, n: int) -> None:
+        self.nbytes += n
+        left = self._peer_bytes.get(peer, 0) + n
+        if left:
+            self._peer_bytes[peer] = left
+        else:
+            self._peer_bytes.pop(peer, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def delta_keys(nodes: Iterable[NodeDef], op: str) -> dict[str, tuple[str, int]]:
+    """The rendezvous keys (root frame) of the ``op`` nodes (``_Send`` or ``_Recv``) the
+    partitioner marked to travel as deltas, with their codec and level."""
+    return {make_key(n.attrs["send_device"], int(n.attrs.get("send_device_incarnation", 0)),
+                     n.attrs["recv_device"], n.attrs["tensor_name"]):
+            (str(n.attrs[ATTR_CODEC]), int(n.attrs.get(ATTR_LEVEL, 1)))
+            for n in nodes if n.op == op and n.attrs.get(ATTR_CODEC)}
+
+
+class _Marks:
+    """The delta keys of a task's registered graphs, kept in step with its graph table (a
+    graph registered or deregistered by any path: over gRPC, or by a master in the process)."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+        self.keys: dict[str, tuple[str, int]] = {}
+        self._by_graph: dict[str, dict[str, tuple[str, int]]] = {}
+
+    def sync(self, graphs: Mapping[str, Any]) -> set[str]:
+        """Follow ``graphs`` (handle -> a registered graph with ``nodes``); returns the keys
+        that no graph uses any more."""
+        if graphs.keys() == self._by_graph.keys():
+            return set()
+        gone: set[str] = set()
+        for h in [h for h in self._by_graph if h not in graphs]:
+            gone |= set(self._by_graph.pop(h))
+        for h, g in graphs.items():
+            if h not in self._by_graph:
+                self._by_graph[h] = delta_keys(g.nodes, self.op)
+        self.keys = {k: v for ks in self._by_graph.values() for k, v in ks.items()}
+        return gone - set(self.keys)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a producer sends for a delta key: ``payload`` (a delta frame when ``delta``, else
+    the tensor) and the version the consumer caches it under."""
+
+    version: int
+    payload: np.ndarray
+    delta: bool
+
+
+def receiver_of(key: str) -> str:
+    """The task a rendezvous key's value goes to."""
+    return task_of(parse_key(key).recv_device)
+
+
+class DeltaSender:
+    """The producer's side: the last values sent on each delta key, and the answers.
+
+    Args:
+        max_bytes: the cache's bound in all; ``max_bytes // 2`` bounds one consumer's entries.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.cache = _Lru(max_bytes, max_bytes // 2, KEEP_VERSIONS)
+        # random start: a version id of another life of this task is never taken for one of now
+        self._ids = itertools.count(secrets.randbits(48) + 1)
+        self._marks = _Marks("_Send")
+        self.full_sends = 0
+        self.delta_sends = 0
+        self.bytes_raw = 0
+        self.bytes_sent = 0
+
+    def answer(self, key: str, value: np.ndarray, have_version: int, codec: str,
+               level: int) -> Answer:
+        """The answer to a consumer that holds ``have_version`` of ``key`` (call off the event
+        loop: it copies and encodes the whole tensor).
+
+        Raises:
+            InvalidArgumentError: an unknown codec or a level out of 1..9.
+        """
+        if codec not in DELTA_CODECS or not 1 <= level <= 9:
+            raise errors.InvalidArgumentError(
+                f"Delta key {key}: codec {codec!r} level {level} (a codec is one of "
+                f"{', '.join(DELTA_CODECS)}, a level 1..9)")
+        new = np.array(value, order="C", copy=True)  # the variable may change under us
+        peer = receiver_of(key)
+        version = next(self._ids)
+        base = self.cache.get(peer, key, have_version) if have_version else None
+        out = Answer(version, new, False)
+        if base is not None and base[1].dtype == new.dtype and base[1].shape == new.shape:
+            frame = encode_delta(new, base[1], have_version, codec, level)
+            if frame.nbytes < new.nbytes:
+                out = Answer(version, frame, True)
+        self.cache.put(peer, key, version, new)
+        self.full_sends += not out.delta
+        self.delta_sends += out.delta
+        self.bytes_raw += new.nbytes
+        self.bytes_sent += out.payload.nbytes
+        return out
+
+    def sync(self, graphs: Mapping[str, Any]) -> None:
+        """Follow the task's graph table: the values sent on keys of gone graphs are dropped."""
+        gone = self._marks.sync(graphs)
+        if gone:
+            self.forget(gone)
+
+    def forget(self, keys: Iterable[str]) -> int:
+        """Drop the cached values of ``keys`` (their graph is gone); returns how many."""
+        gone = set(keys)
+        return self.cache.drop(lambda _p, k: k in gone)
+
+
+class DeltaReceiver:
+    """The consumer's side: which keys are delta keys (from the registered graphs), the value
+    last received on each, and the decoding.
+
+    Args:
+        max_bytes: the cache's bound in all; ``max_bytes // 2`` bounds one producer's entries.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.cache = _Lru(max_bytes, max_bytes // 2, 1)
+        self._marks = _Marks("_Recv")
+        self.decoded = 0
+
+    def sync(self, graphs: Mapping[str, Any]) -> None:
+        """Follow the task's graph table (handle -> registered graph): the keys of new graphs
+        are delta keys, and those of gone graphs go with their cached values."""
+        gone = self._marks.sync(graphs)
+        if gone:
+            self.cache.drop(lambda _p, k: k in gone)
+
+    def wants(self, key: str) -> tuple[str, int] | None:
+        """(codec, level) of a delta key, or None."""
+        return self._marks.keys.get(key)
+
+    def held(self, peer: str, key: str) -> tuple[int, np.ndarray] | None:
+        """(version, value) this consumer holds of ``key`` from ``peer``, or None."""
+        return self.cache.get(peer, key)
+
+    def accept(self, peer: str, key: str, version: int, payload: np.ndarray, delta: bool,
+               base: tuple[int, np.ndarray] | None) -> np.ndarray:
+        """The tensor an answer carries (decoded against ``base``, the version named in the
+        request, when it is a delta), cached as ``version`` (call off the event loop).
+
+        Raises:
+            DataLossError: a delta answer to a request that named no version, or a bad frame.
+        """
+        if delta:
+            if base is None:
+                raise errors.DataLossError(f"Task {peer} sent a delta for key {key} to a "
+                                           "consumer that holds no version of it")
+            value = decode_delta(payload, base[1], base[0])
+            self.decoded += 1
+        else:
+            value = payload
+        if version and deltable(value):
+            # a copy: the consumer's kernels own the value they are given
+            self.cache.put(peer, key, version, np.array(value, order="C", copy=True))
+        return value
