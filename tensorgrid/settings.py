@@ -41,6 +41,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from tensorgrid.core.serde import GraphLimits
 from tensorgrid.kernels.heap import KEEP_BYTES
 from tensorgrid.master.cluster import ClusterState, normalize_cluster
+from tensorgrid.transport.delta import DEFAULT_CACHE_BYTES
 from tensorgrid.transport.tls import TlsFiles, client_ssl_context
 
 MiB = 1024 * 1024
@@ -201,6 +202,11 @@ class _Settings(BaseSettings):
     shm_pool_bytes: int = Field(default=SHM_POOL_BYTES, ge=0,
                                 description="shared memory a task keeps mapped for same-host "
                                             "consumers")
+    wire_delta_cache_bytes: int = Field(
+        default=DEFAULT_CACHE_BYTES, ge=0,
+        description="bytes of tensors a task keeps on each side to send and receive variables "
+                    "as deltas of what the reader holds (least recently used go first; half "
+                    "of it at most for one peer)")
     blas_threads: int | None = Field(
         default=None, ge=0, description="threads numpy's BLAS may use in this process "
                                         "(none: a fair share when tasks share the machine)")

@@ -77,11 +77,13 @@ async def serve(settings: TaskSettings, *, stop: asyncio.Event | None = None,
     pool = ChannelPool(settings.channel_credentials())
     worker.remote = GrpcRemoteRecv(worker, pool, token, addresses=addresses,
                                    data_plane=settings.use_data_plane,
-                                   ssl_context=settings.data_plane_ssl())
+                                   ssl_context=settings.data_plane_ssl(),
+                                   delta_cache_bytes=settings.wire_delta_cache_bytes)
     host_id = shm.host_id()
     server = TaskServer(bind, worker=worker, token=token, host_id=host_id,
                         advertise=addresses[name], data_plane=settings.use_data_plane,
-                        shm_pool_bytes=settings.shm_pool_bytes, tls=settings.tls_files())
+                        shm_pool_bytes=settings.shm_pool_bytes, tls=settings.tls_files(),
+                        delta_cache_bytes=settings.wire_delta_cache_bytes)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled = _on_signals(loop, stop)

@@ -49,6 +49,8 @@ from tensorgrid.kernels import wire_codec
 KEEP_VERSIONS = 2
 # a tensor bigger than this always travels whole (one blosc2 call takes < 2 GiB)
 MAX_DELTA_BYTES = 1 << 30
+# what a task keeps on each side by default (the setting ``wire_delta_cache_bytes``): a trainer's
+# pulled weights, two versions of each on the sender, need far less for a model of a few layers
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 # magic, crc32 of the codec frame, base version
 _HEAD = struct.Struct("<4sIQ")

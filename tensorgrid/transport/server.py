@@ -74,6 +74,7 @@ class TaskServer:
         token: a bearer token every caller must present.
         data_plane: serve tensors over the framed data plane too (else gRPC streams only).
         shm_pool_bytes: shared memory kept mapped for same-host consumers (None: the default).
+        delta_cache_bytes: values kept to answer delta keys with deltas (None: the default).
         tls: serve over TLS with this certificate, requiring callers to present one of the
             same CA (mutual TLS); the framed data plane then speaks TLS too, and serves only
             certificates that name a task of the cluster or the master.
@@ -82,11 +83,13 @@ class TaskServer:
     def __init__(self, bind: str, worker: WorkerCore | None = None,
                  master: MasterCore | None = None, token: str | None = None,
                  host_id: str = "", advertise: str = "", *, data_plane: bool = True,
-                 shm_pool_bytes: int | None = None, tls: TlsFiles | None = None) -> None:
+                 shm_pool_bytes: int | None = None, tls: TlsFiles | None = None,
+                 delta_cache_bytes: int | None = None) -> None:
         self.bind = bind
         self.tls = tls
         self.use_data_plane = data_plane
         self.shm_pool_bytes = shm_pool_bytes
+        self.delta_cache_bytes = delta_cache_bytes
         # the address peers know this task by (its host names the data plane too)
         self.advertise = advertise or bind
         self.data_plane: DataPlaneServer | None = None
@@ -106,7 +109,8 @@ class TaskServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.worker is not None:
             self.worker_servicer = WorkerServicer(self.worker, self.host_id,
-                                                  pool_bytes=self.shm_pool_bytes)
+                                                  pool_bytes=self.shm_pool_bytes,
+                                                  delta_cache_bytes=self.delta_cache_bytes)
             worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, server)
         if self.master is not None:
             master_pb2_grpc.add_MasterServiceServicer_to_server(MasterServicer(self.master), server)

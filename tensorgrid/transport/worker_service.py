@@ -136,9 +136,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     def __init__(self, core: WorkerCore, host_id: str = "", *,
                  pool_bytes: int | None = None,
-                 delta_cache_bytes: int = delta.DEFAULT_CACHE_BYTES) -> None:
+                 delta_cache_bytes: int | None = None) -> None:
         self.core = core
-        self.deltas = delta.DeltaSender(delta_cache_bytes)
+        self.deltas = delta.DeltaSender(delta.DEFAULT_CACHE_BYTES if delta_cache_bytes is None
+                                        else delta_cache_bytes)
         sender = self.deltas
         core.metrics.watch_bytes("tensorgrid_task_wire_delta_raw_bytes",
                                  "Bytes of the tensors the task answered delta keys with, as "

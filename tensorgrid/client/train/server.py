@@ -132,7 +132,8 @@ class Server:
         shm.remove_dead_segments()  # shared memory left by tasks that were killed
         self.worker.remote = GrpcRemoteRecv(self.worker, pool, self.token,
                                             data_plane=settings.use_data_plane,
-                                            ssl_context=data_ssl)
+                                            ssl_context=data_ssl,
+                                            delta_cache_bytes=settings.wire_delta_cache_bytes)
         state = ClusterState(self.cluster_spec.as_dict())
         local_client = InProcessTaskClient(self.worker, host)
 
@@ -166,6 +167,7 @@ class Server:
                                   advertise=self.address, master=self.master, token=self.token,
                                   host_id=host, data_plane=settings.use_data_plane,
                                   shm_pool_bytes=settings.shm_pool_bytes,
+                                  delta_cache_bytes=settings.wire_delta_cache_bytes,
                                   tls=settings.tls_files())
         try:
             await self._server.start()
