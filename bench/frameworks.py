@@ -119,7 +119,9 @@ class Api:
         ``graph_options.enable_bfloat16_sendrecv``, honoured by both). With ``wire_codec``
         (``lz4``, ``zstd_pulls``, ``lz4_L3``: codec, then ``_pulls`` for only what workers pull,
         then a level), tensorgrid encodes cross-host tensors of 64 KB or more losslessly
-        (``graph_options.wire_compression``); TensorFlow has no such codec and refuses.
+        (``graph_options.wire_compression``); TensorFlow has no such codec and refuses. A
+        ``wire_codec`` of ``delta`` (``delta_zstd``, ``delta_lz4_L3``: the delta frame's codec
+        and level) sends cross-host variable reads as deltas of what the reader holds instead.
         """
         tf = self.tf
         cfg = tf.ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=2)
@@ -132,9 +134,15 @@ class Api:
                 raise ValueError(f"{self.name} has no lossless wire codec ({wire_codec!r})")
             codec, *rest = wire_codec.split("_")
             level = next((int(r[1:]) for r in rest if r.startswith("L")), 1)
-            cfg.graph_options.wire_compression = tf.WireCompression(
-                dtype="bfloat16" if bf16_wire else "", codec=codec, codec_level=level,
-                codec_edges="non_gradients" if "pulls" in rest else "all")
+            if codec == "delta":
+                cfg.graph_options.wire_compression = tf.WireCompression(
+                    dtype="bfloat16" if bf16_wire else "",
+                    delta=next((r for r in rest if r in ("lz4", "zstd")), "lz4"),
+                    delta_level=level)
+            else:
+                cfg.graph_options.wire_compression = tf.WireCompression(
+                    dtype="bfloat16" if bf16_wire else "", codec=codec, codec_level=level,
+                    codec_edges="non_gradients" if "pulls" in rest else "all")
         if not fold_constants:
             if self.name == "tensorflow":
                 cfg.graph_options.rewrite_options.disable_meta_optimizer = True

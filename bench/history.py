@@ -18,7 +18,7 @@ from typing import Any
 
 # the last part of a cross-host unit or figure that names a lossless wire codec: the codec, then
 # ``_pulls`` (only what workers pull), then ``_L<level>`` (``xhost.....1gbit.zstd_pulls_L3``)
-CODEC_SUFFIX = re.compile(r"^(lz4|lz4hc|zstd|zlib)(_pulls)?(_L[1-9])?$")
+CODEC_SUFFIX = re.compile(r"^((lz4|lz4hc|zstd|zlib)(_pulls)?|delta(_lz4|_zstd)?)(_L[1-9])?$")
 
 
 @dataclass

@@ -15,10 +15,16 @@ Units (fresh hosts and a fresh cluster of one framework for each):
                          every cross-host tensor of 64 KB or more (tensorgrid only: TensorFlow has
                          no fast lossless codec; its row is the unit without the suffix)
   train.wide.async.1gbit.bf16.lz4  bfloat16 on the wire, then LZ4
+  train.wide.async.1gbit.delta     the weights workers pull sent as XOR deltas of the version
+                         each worker already holds (shuffle + LZ4; tensorgrid only, like lz4)
+  train.wide.async.1gbit.bf16.delta  bfloat16 on the wire, pulled as deltas of the bfloat16 value
 
 A codec suffix is ``lz4``, ``lz4hc``, ``zstd`` or ``zlib``, optionally ``_pulls`` (only the
 tensors workers pull: the ps's egress carries them to both workers, the workers' own egress only
-their pushes) and ``_L<level>`` (``zstd_pulls_L3``); the units above are the ones ``run.py`` runs.
+their pushes) and ``_L<level>`` (``zstd_pulls_L3``), or ``delta`` with an optional codec and
+level (``delta_zstd``, ``delta_lz4_L3``); the units above are the ones ``run.py`` runs. Train rows
+carry ``ps_egress_bytes_per_step``: the bytes the ps's link sent during the run over the updates
+applied (start-up and warm-up included).
 
 Needs root (ip netns, unshare, tc); without it every row is reported as skipped with the reason.
 
@@ -31,6 +37,7 @@ apply and tail of a step (``bench/step_phases.py``).
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -45,7 +52,8 @@ from tensorgrid.cluster.simhosts import SimulatedHosts, unavailable_reason
 
 UNITS = ("transfer", "transfer.mtu1500", "transfer.1gbit", "train.wide.async.1gbit",
          "train.wide.async.1gbit.bf16", "train.wide.async.1gbit.lz4",
-         "train.wide.async.1gbit.bf16.lz4")
+         "train.wide.async.1gbit.bf16.lz4", "train.wide.async.1gbit.delta",
+         "train.wide.async.1gbit.bf16.delta")
 
 HOSTS = 3
 # the MTU of the unshaped simulated network (ours to choose: it exists only on this machine):
@@ -88,6 +96,14 @@ def wire_label(bf16: bool, codec: str) -> str:
     return " + ".join(parts) or "as is"
 
 
+def tx_bytes(hosts: SimulatedHosts, host: int) -> int:
+    """The bytes host ``host``'s link has sent so far (its namespace's interface counter)."""
+    out = subprocess.run(["ip", "netns", "exec", hosts.namespaces[host], "cat",
+                          "/sys/class/net/eth0/statistics/tx_bytes"],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout.strip())
+
+
 def run(s: Settings, frameworks: list[str], units: list[str], log_dir: Path,
         probes: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Run each unit for each framework, each run on freshly made hosts."""
@@ -116,12 +132,17 @@ def run(s: Settings, frameworks: list[str], units: list[str], log_dir: Path,
             shaped = rate if rate and rate.endswith("bit") else None
             mtu = int(rate[3:]) if rate and not shaped else None if shaped else UNSHAPED_MTU
             with SimulatedHosts(HOSTS, rate=shaped, mtu=mtu) as hosts:
+                sent0 = tx_bytes(hosts, 0)
                 got = dist.run_cluster(fw, inner, s, unit_dir, hosts, bf16, codec)
+                ps_sent = tx_bytes(hosts, 0) - sent0
             for row in got:
                 row["bench"] = figure_name(row["bench"], rate, bf16, codec)
                 row["link"] = shaped or "unshaped veth"
                 row["mtu"] = mtu or 1500
                 row["wire"] = wire_label(bf16, codec)
+                steps = row.get("checks", {}).get("global_step")
+                if inner.startswith("train.") and steps:
+                    row["ps_egress_bytes_per_step"] = round(ps_sent / steps)
             rows += got
     return rows
 
