@@ -31,6 +31,7 @@ from tensorgrid.core.registry import TensorSpec
 from tensorgrid.core.rendezvous_key import make_key
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.master.master_session import SessionOptions
+from tensorgrid.settings import ClientSettings
 from tensorgrid.transport.delta import (
     KEEP_VERSIONS,
     DeltaReceiver,
@@ -290,13 +291,15 @@ def test_the_delta_setting_reaches_the_session_over_grpc():
 
 # ------------------------------------------------------------------------- across real tasks
 
-def _train(wire: tf.WireCompression | None, steps: int = 24, fail_at: int = 10):
+def _train(wire: tf.WireCompression | None, steps: int = 24, fail_at: int = 10,
+           settings: ClientSettings | None = None):
     """An MLP with its variables on a ps Server, trained with Adam from a worker Server over
     gRPC, with one step at ``fail_at`` that fails after its pulls; returns the weights, the
     losses, the plan's delta rows and the ps's delta counters."""
     spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}"],
                         "worker": [f"127.0.0.1:{free_port()}"]})
-    servers = [Server(spec, "ps", 0), Server(spec, "worker", 0)]
+    servers = [Server(spec, "ps", 0, settings=settings),
+               Server(spec, "worker", 0, settings=settings)]
     try:
         rng = np.random.default_rng(1)
         x = rng.standard_normal((64, 96)).astype(np.float32)
@@ -359,5 +362,22 @@ def test_training_with_bfloat16_deltas_matches_bfloat16_without():
     w, losses, rows, (deltas, _) = _train(both, 12, 5)
     assert any("bfloat16 variable read as deltas" in r["reason"] for r in rows)
     assert deltas > 0 and losses == plain_losses
+    for a, b in zip(w, plain_w, strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_deltas_travel_over_grpc_streams_and_respect_the_cache_setting():
+    wire = tf.WireCompression(dtype="", delta="lz4", delta_min_bytes=1024,
+                              delta_cross_host_only=False)
+    plain_w, plain_losses, _, _ = _train(None, 8, 3)
+    # the tensors' bytes inside the stream's messages (no framed data plane)
+    w, losses, _, (deltas, _) = _train(wire, 8, 3, ClientSettings(data_plane="grpc"))
+    assert deltas > 0 and losses == plain_losses
+    for a, b in zip(w, plain_w, strict=True):
+        assert a.tobytes() == b.tobytes()
+    # caches too small for w1 (96 KB): it travels whole every step, still right
+    tiny = ClientSettings(wire_delta_cache_bytes=64 * 1024)
+    w, losses, _, (deltas, fulls) = _train(wire, 8, 3, tiny)
+    assert fulls >= 8 and losses == plain_losses
     for a, b in zip(w, plain_w, strict=True):
         assert a.tobytes() == b.tobytes()
