@@ -100,7 +100,10 @@ def figure_title(bench: str, row: dict[str, Any] | None = None) -> str:
         link = tail if tail.endswith("bit") else f"unshaped, MTU {mtu}" if mtu else "unshaped"
         inner = figure_title(".".join(["dist", *(rest[:-1] if named else rest)]))
         wire = ", bfloat16 on the wire" if bf16 else ""
-        wire += f", {codec} lossless codec on the wire" if codec else ""
+        if codec.startswith("delta"):
+            wire += ", variables pulled as deltas of the reader's version"
+        else:
+            wire += f", {codec} lossless codec on the wire" if codec else ""
         return f"{inner}; across simulated hosts, {link} link{wire}"
     if parts[:2] == ["dist", "transfer"]:
         where = "ps -> worker 0" if parts[2] == "ps_to_worker" else "worker 0 local (baseline)"
