@@ -227,6 +227,45 @@ def test_non_finite_and_string_tensors(master):
     assert results["s_out"] == {"dtype": "string", "shape": [2], "values": ["héllo", ""]}
 
 
+def test_a_session_with_wire_delta_pulls_a_variable_as_deltas(master):
+    """config.wire_delta: the worker's read of a ps variable is marked in the placement report,
+    and every pull, the first whole and the next as deltas, gives the variable's exact bits."""
+    value = np.random.default_rng(1).uniform(-1, 1, (128, 256)).astype(np.float32)
+    step = np.float32(1e-3)
+
+    def build() -> None:
+        with tf.device("/job:ps/task:0"):
+            w = tf.Variable(value, name="delta_w")
+            tf.assign_add(w, tf.fill([128, 256], step), name="delta_bump")
+        with tf.device("/job:worker/task:0"):
+            tf.identity(w, name="delta_y")
+    r = master.http.post("/v1/sessions", json={"graph": graph_json(build), "config": {
+        "wire_delta": "lz4", "wire_delta_cross_host_only": False}})
+    assert r.status_code == 201, r.text
+    handle = r.json()["session_id"]
+    try:
+        run = f"/v1/sessions/{handle}/run"
+        assert master.http.post(run, json={"targets": ["delta_w/Assign"]}).status_code == 200
+        want = value.copy()
+        for i in range(4):
+            r = master.http.post(run, json={"fetches": ["delta_y"]})
+            assert r.status_code == 200, r.text
+            got = np.float32(r.json()["results"]["delta_y"]["values"])
+            assert got.tobytes() == want.tobytes()
+            if i == 0:  # the placement report is the newest plan's: this fetch's
+                rows = master.http.get(f"/v1/sessions/{handle}/placement").json()
+                marks = [p for p in rows if p["reason"].startswith("wire_delta")]
+                assert len(marks) == 1, rows
+                assert "float32 variable read as deltas" in marks[0]["reason"]
+            assert master.http.post(run, json={"targets": ["delta_bump"]}).status_code == 200
+            want = want + step
+    finally:
+        master.http.delete(f"/v1/sessions/{handle}")
+    r = master.http.post("/v1/sessions", json={"graph": graph_json(build),
+                                                "config": {"wire_delta": "zlib"}})
+    assert r.status_code in (400, 422), r.text
+
+
 def test_reset_clears_variables(master):
     with tf.device("/job:ps/task:0"):
         v = tf.Variable(np.float32(5.0), name="reset_me")
