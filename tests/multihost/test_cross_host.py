@@ -105,6 +105,18 @@ def test_two_workers_train_across_a_shaped_link() -> None:
     assert {r["hostname"] for r in results} == {"host1", "host2"}
 
 
+def test_a_changing_variable_pulled_as_deltas_across_hosts_is_exact() -> None:
+    log_dir = Path(tempfile.mkdtemp(prefix="tg-xhost-"))
+    with SimulatedHosts(2, rate="1gbit") as hosts:
+        cluster = _cluster(hosts, 1)
+        _start(hosts, 0, cluster, "ps", 0, "delta", log_dir)
+        worker, log = _start(hosts, 1, cluster, "worker", 0, "delta", log_dir)
+        got = _result(hosts, worker, log)
+    assert got["exact"] == got["pulls"] and got["decoded"] == got["pulls"] - 1, got
+    # the hosts differ: the default (cross-host edges only) marks the read
+    assert len(got["marks"]) == 1 and "float32 variable read as deltas" in got["marks"][0], got
+
+
 WIRE = Path(__file__).with_name("xhost_wire.py")
 
 

@@ -1,6 +1,6 @@
 """One task of a cross-host test cluster, run inside a simulated host by ``test_cross_host.py``.
 
-    python xhost_task.py --cluster JSON --job ps|worker --task N --scenario transfer|train
+    python xhost_task.py --cluster JSON --job ps|worker --task N --scenario transfer|train|delta
 
 The ps serves until it is stopped. A worker serves and runs the scenario's client through its own
 ``server.target`` (TF1 between-graph style), then prints one ``RESULT {json}`` line and exits.
@@ -59,6 +59,35 @@ def transfer(target: str) -> dict:
             "head": got[:4].tolist(), "tail": got[-2:].tolist()}
 
 
+def deltas(target: str, server: train.Server) -> dict:
+    """A 256 KB variable on the ps, changed a little by the ps between pulls and pulled by this
+    worker with deltas on (their default: cross-host edges only): every pull must be exact."""
+    rng = np.random.default_rng(0)
+    start = rng.uniform(-1, 1, (256, 256)).astype(np.float32)
+    bump = rng.uniform(-1e-3, 1e-3, (256, 256)).astype(np.float32)
+    cfg = tf.ConfigProto(graph_options=tf.GraphOptions(
+        wire_compression=tf.WireCompression(dtype="", delta="lz4")))
+    with tf.Graph().as_default():
+        with tf.device("/job:ps/task:0"):
+            v = tf.Variable(start, name="moving")
+            change = tf.assign_add(v, tf.constant(bump))
+        with tf.device("/job:worker/task:0"):
+            pulled = tf.identity(v)
+        with tf.Session(target, config=cfg) as sess:
+            sess.run(tf.global_variables_initializer())
+            want, exact = start.copy(), 0
+            for _ in range(TRAIN_STEPS):
+                exact += sess.run(pulled).tobytes() == want.tobytes()
+                sess.run(change)
+                want = want + bump
+            marks = [r["reason"] for s in server.master.sessions.values()
+                     for reg in s.plans.values() for r in reg.plan.explain()
+                     if r["reason"].startswith("wire_delta")]
+    # the pulls this task decoded from deltas (the first one is whole)
+    decoded = server.worker.remote.deltas.decoded
+    return {"pulls": TRAIN_STEPS, "exact": exact, "marks": marks, "decoded": decoded}
+
+
 def training(target: str, cluster: train.ClusterSpec, task: int) -> dict:
     """Linear regression, variables on the ps, this worker's replica; async updates."""
     rng = np.random.default_rng(task)
@@ -101,8 +130,12 @@ def main() -> int:
         server.join()
         return 0
     wait_for_cluster(server.target, ["/job:ps/task:0", f"/job:worker/task:{a.task}"])
-    out = transfer(server.target) if a.scenario == "transfer" else training(
-        server.target, spec, a.task)
+    if a.scenario == "transfer":
+        out = transfer(server.target)
+    elif a.scenario == "delta":
+        out = deltas(server.target, server)
+    else:
+        out = training(server.target, spec, a.task)
     out["hostname"] = socket.gethostname()
     print("RESULT " + json.dumps(out), flush=True)
     sys.stdout.flush()
