@@ -109,7 +109,8 @@ def figure_title(bench: str, row: dict[str, Any] | None = None) -> str:
         where = "ps -> worker 0" if parts[2] == "ps_to_worker" else "worker 0 local (baseline)"
         return f"reduce_sum of a {'.'.join(parts[3:])} float32 variable, {where}"
     if parts[:2] == ["dist", "train"]:
-        model = {"mlp": "MLP 784-256-10 b128", "wide": "MLP 784-1024-10 b64 Adam"}.get(
+        model = {"mlp": "MLP 784-256-10 b128", "wide": "MLP 784-1024-10 b64 Adam",
+                 "wide_fresh": "MLP 784-1024-10 b64 Adam on a new random batch each step"}.get(
             parts[2], "linreg 1000 features b256")
         own = ", worker 0's own steps" if parts[-1] == "worker0_own" else ", overall"
         return f"{model}, 2 workers {parts[3]}{own}"

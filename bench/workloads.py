@@ -87,26 +87,33 @@ def build_linreg(api: Api, wrap: OptimizerWrap = None, batch: int = 256, feature
 
 def build_mlp(api: Api, wrap: OptimizerWrap = None, batch: int = 128, seed: int = 0,
               lr: float = 0.01, hidden: int = 256, optimizer: str = "GradientDescent",
-              name: str = "mlp") -> Model:
+              name: str = "mlp", fresh: bool = False) -> Model:
     """MLP 784-``hidden``-10: relu hidden layer, sparse softmax cross-entropy, ``optimizer``
     (default: 784-256-10, gradient descent).
 
-    Weights start glorot-uniform, biases at zero; labels are uniform in [0, 10).
+    Weights start glorot-uniform, biases at zero; labels are uniform in [0, 10). With ``fresh``
+    every step draws a new batch in the graph (standard normal images, uniform labels), so the
+    model can never fit it: the gradients stay as noisy as the first ones and every update moves
+    the weights as much as the early ones do (a fixed batch is fitted within a few hundred
+    steps, after which the updates shrink).
     """
     tf = api.tf
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((batch, 784), dtype=np.float32)
-    labels = rng.integers(0, 10, size=(batch,)).astype(np.int32)
+    x: Any = rng.standard_normal((batch, 784), dtype=np.float32)
+    labels: Any = rng.integers(0, 10, size=(batch,)).astype(np.int32)
+    if fresh:
+        x = tf.random_normal([batch, 784], seed=seed + 1)
+        labels = tf.random_uniform([batch], 0, 10, dtype=tf.int32, seed=seed + 2)
     gs = api["train.get_or_create_global_step"]()
     glorot, zeros = api["glorot_uniform_initializer"], api["zeros_initializer"]
     w1 = api["get_variable"]("W1", [784, hidden], initializer=glorot())
     b1 = api["get_variable"]("b1", [hidden], initializer=zeros())
     w2 = api["get_variable"]("W2", [hidden, 10], initializer=glorot())
     b2 = api["get_variable"]("b2", [10], initializer=zeros())
-    h = api["nn.relu"](tf.matmul(tf.constant(x), w1) + b1)
+    h = api["nn.relu"](tf.matmul(x if fresh else tf.constant(x), w1) + b1)
     logits = tf.matmul(h, w2) + b2
-    xent = api["nn.sparse_softmax_cross_entropy_with_logits"](labels=tf.constant(labels),
-                                                              logits=logits)
+    xent = api["nn.sparse_softmax_cross_entropy_with_logits"](
+        labels=labels if fresh else tf.constant(labels), logits=logits)
     loss = tf.reduce_mean(xent)
     opt = _optimizer(api, lr, wrap, optimizer)
     return Model(name, opt.minimize(loss, global_step=gs), loss, gs, opt, batch)
@@ -117,6 +124,14 @@ def build_wide(api: Api, wrap: OptimizerWrap = None, batch: int = 64, seed: int 
     """MLP 784-1024-10 trained with Adam: 3.2 MB of hidden weights pulled from the ps and 3.2 MB
     of their gradient pushed back per step, the traffic a cross-host link is measured with."""
     return build_mlp(api, wrap, batch, seed, lr, hidden=1024, optimizer="Adam", name="wide")
+
+
+def build_wide_fresh(api: Api, wrap: OptimizerWrap = None, batch: int = 64, seed: int = 0,
+                     lr: float = 0.001) -> Model:
+    """``build_wide`` on a new random batch every step: the same traffic, with updates that never
+    shrink (what a delta of the weights on the wire is measured against at its least favourable)."""
+    return build_mlp(api, wrap, batch, seed, lr, hidden=1024, optimizer="Adam",
+                     name="wide_fresh", fresh=True)
 
 
 def build_cnn(api: Api, wrap: OptimizerWrap = None, batch: int = 64, seed: int = 0,
@@ -156,4 +171,5 @@ def build_cnn(api: Api, wrap: OptimizerWrap = None, batch: int = 64, seed: int =
 
 
 MODELS: dict[str, Callable[..., Model]] = {"linreg": build_linreg, "mlp": build_mlp,
-                                           "wide": build_wide, "cnn": build_cnn}
+                                           "wide": build_wide, "wide_fresh": build_wide_fresh,
+                                           "cnn": build_cnn}

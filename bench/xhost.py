@@ -18,6 +18,10 @@ Units (fresh hosts and a fresh cluster of one framework for each):
   train.wide.async.1gbit.delta     the weights workers pull sent as XOR deltas of the version
                          each worker already holds (shuffle + LZ4; tensorgrid only, like lz4)
   train.wide.async.1gbit.bf16.delta  bfloat16 on the wire, pulled as deltas of the bfloat16 value
+  train.wide_fresh.async.1gbit[.bf16][.delta]  the same four on a new random batch every step:
+                         the fixed batch above is fitted within a few hundred steps, after which
+                         Adam's updates shrink and deltas of the weights with them; here every
+                         update stays as large as the first ones (a delta's least favourable case)
 
 A codec suffix is ``lz4``, ``lz4hc``, ``zstd`` or ``zlib``, optionally ``_pulls`` (only the
 tensors workers pull: the ps's egress carries them to both workers, the workers' own egress only
@@ -53,7 +57,9 @@ from tensorgrid.cluster.simhosts import SimulatedHosts, unavailable_reason
 UNITS = ("transfer", "transfer.mtu1500", "transfer.1gbit", "train.wide.async.1gbit",
          "train.wide.async.1gbit.bf16", "train.wide.async.1gbit.lz4",
          "train.wide.async.1gbit.bf16.lz4", "train.wide.async.1gbit.delta",
-         "train.wide.async.1gbit.bf16.delta")
+         "train.wide.async.1gbit.bf16.delta", "train.wide_fresh.async.1gbit",
+         "train.wide_fresh.async.1gbit.delta", "train.wide_fresh.async.1gbit.bf16",
+         "train.wide_fresh.async.1gbit.bf16.delta")
 
 HOSTS = 3
 # the MTU of the unshaped simulated network (ours to choose: it exists only on this machine):
