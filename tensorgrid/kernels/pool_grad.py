@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -267,7 +267,7 @@ def _keep_first_marks(xp: Any, marks: Any, kw: int, c: int) -> None:
     channels in multiples of 8 the passes run on 64-bit words of 8 marks each (and, or, and xor
     with all-ones bytes for not): 8x fewer elements.
     """
-    words, ones, unit = marks, True, c
+    words, ones, unit = marks, cast(Any, True), c
     if xp is np and c % 8 == 0 and marks.flags.c_contiguous:
         words, ones, unit = marks.view(np.uint64), np.uint64(_ONES), c // 8
     flat = words.reshape(-1)
