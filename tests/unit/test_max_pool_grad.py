@@ -254,3 +254,16 @@ def test_relu_fused_ties_among_positive_maxima_split_over_threads(monkeypatch) -
     xi = RNG.integers(0, 3, (2, 4, 4, 8)).astype(np.int32)  # integers: no NaN to compare with
     check(xi, RNG.integers(-5, 5, (2, 2, 2, 8)).astype(np.int32), np.ones_like(xi), (2, 2),
           (2, 2), "VALID")
+
+
+@pytest.mark.parametrize("k", [(2, 2), (3, 3)])
+def test_nans_after_a_windows_first_element_leave_the_tiled_path_right(k) -> None:
+    """NaNs only after each window's first element (never taken by the scan; the tiled path
+    checks the first elements alone), a window whose only number is its first, ties at 0."""
+    h, w = 2 * k[0], 3 * k[1]
+    x = np.maximum(RNG.standard_normal((2, h, w, 8)), 0).astype(np.float32)
+    x[0, 0, 1, 0] = x[0, 1, 0, 3] = x[1, h - 1, w - 1, 7] = np.nan  # second, below, last
+    x[1, 0:k[0], 0:k[1], 2] = np.nan
+    x[1, 0, 0, 2] = 0.5  # the window's first element, its only number
+    g = RNG.standard_normal((2, 2, 3, 8)).astype(np.float32)
+    check(x, g, RNG.standard_normal(x.shape).astype(np.float32), k, k, "VALID")
