@@ -11,11 +11,12 @@ over (its kernel matches the elements against the max pool, whose maxima skip Na
 
 Three ways compute it, the fastest that applies:
 
-- windows tiling the input (the usual 2x2 pool of stride 2 on even sizes), no NaN in the input
-  and a finite gradient: ``_tiled_block`` compares the input with the pooled output row by row
-  and writes the gradient in one multiply, settling ties only where the marks outnumber the
-  windows (CNN of bench/local.py, first pool, relu fused: 4.9 -> 1.9-2.7 ms on one thread, where
-  comparing the two columns of each window, then its rows' maxima, took four passes more);
+- windows tiling the input (the usual 2x2 pool of stride 2 on even sizes), no window starting
+  with a NaN and a finite gradient: ``_tiled_block`` compares the input with the pooled output
+  row by row and writes the gradient in one multiply, settling ties only where the marks
+  outnumber the windows (CNN of bench/local.py, first pool, relu fused: 4.3-4.9 -> 2.0 ms on one
+  thread, where comparing the two columns of each window, then its rows' maxima, took more
+  passes over runs of one pixel's channels);
 - otherwise without NaN or infinity: a mask per tap of the outputs whose first maximum the tap
   holds (``first_max_masks``);
 - otherwise: the scan itself, tap by tap (``_scan_winners``).
@@ -187,8 +188,9 @@ def _max_pool_grad_kernel(ctx: KernelContext, relu: bool) -> Callable[[Any, Any,
 
 def _tiled_max_pool_grad(xp: Any, x: Any, y: Any, g: Any, win: Window, geo: Geometry, kh: int,
                          kw: int, relu: bool = False) -> Any:
-    """The max-pool gradient when the windows tile the input, for a finite ``g``; None when the
-    input holds a NaN, or when ``y`` is not each window's maximum (``_tiled_block``). A large
+    """The max-pool gradient when the windows tile the input, for a finite ``g``; None when a
+    window's first element is a NaN, or when ``y`` is not each window's maximum (``_tiled_block``:
+    the scan decides then). Without a usable ``y`` each block takes the maxima itself. A large
     batch is split into a few blocks of images run on the block runner's threads (numpy releases
     the GIL in each pass)."""
     dx = xp.empty(x.shape, dtype=g.dtype)
