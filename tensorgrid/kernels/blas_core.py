@@ -13,7 +13,8 @@ process's load does not count), and keeps the Haswell set only when it is ``GAIN
 tried only where OpenBLAS picked an AVX-512 set and can switch sets at run time (its
 ``gotoblas_dynamic_init``); elsewhere, and for any other BLAS, nothing changes. The switch goes
 through OpenBLAS's own start-up path (``OpenBlasCore.select``), made while no product runs: at
-import, before any kernel runs. (It costs ~50 ms of one core, once per process.)
+import, before any kernel runs. (It costs ~50 ms of one core, once per process. A set forced with
+``OPENBLAS_CORETYPE`` at start is measured like one OpenBLAS picked.)
 """
 
 from __future__ import annotations
