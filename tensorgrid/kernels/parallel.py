@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tensorgrid.kernels.blas_chooser import BLOCKS, MODES, SINGLE, THREADED, BlasChooser
+from tensorgrid.kernels.blas_core import openblas_core, prefer_faster_core
 from tensorgrid.kernels.heap import keep_freed_memory
 
 R = TypeVar("R")
@@ -35,6 +36,9 @@ __all__ = ["BLOCKS", "MODES", "SINGLE", "THREADED", "BlasChooser", "BlockRunner"
 
 # the kernels' large temporaries reuse the heap's pages from step to step (see kernels.heap)
 keep_freed_memory()
+# the products run on the fastest of OpenBLAS's kernel sets for this CPU (see kernels.blas_core);
+# the set in use, or None for a BLAS other than a switchable OpenBLAS
+BLAS_CORE = prefer_faster_core(openblas_core())
 
 
 class BlockRunner:

@@ -11,19 +11,22 @@ over (its kernel matches the elements against the max pool, whose maxima skip Na
 
 Three ways compute it, the fastest that applies:
 
-- 2x2 windows of stride 2 tiling the input (the usual pool), no NaN in the input and a finite
-  gradient: ``_pairs_block`` compares the two columns of each window within its rows, then the
-  rows' maxima, each a comparison of whole rows or pairs of pixels, and writes the gradient in
-  two passes (CNN of bench/local.py, first pool, relu fused: 3.8 -> 1.6 ms on one thread);
+- windows tiling the input (the usual 2x2 pool of stride 2 on even sizes), no window starting
+  with a NaN and a finite gradient: ``_tiled_block`` compares the input with the pooled output
+  row by row and writes the gradient in one multiply, settling ties only where the marks
+  outnumber the windows (CNN of bench/local.py, first pool, relu fused: 4.3-4.9 -> 2.0 ms on one
+  thread, where comparing the two columns of each window, then its rows' maxima, took more
+  passes over runs of one pixel's channels);
 - otherwise without NaN or infinity: a mask per tap of the outputs whose first maximum the tap
-  holds (``first_max_masks``, or ``_tiled_block`` when the windows tile the input);
+  holds (``first_max_masks``);
 - otherwise: the scan itself, tap by tap (``_scan_winners``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -146,17 +149,18 @@ def _max_pool_grad_kernel(ctx: KernelContext, relu: bool) -> Callable[[Any, Any,
         if g.shape != (n, geo.oh, geo.ow, c):
             raise errors.InvalidArgumentError(
                 f"grad has shape {list(g.shape)}, expected {[n, geo.oh, geo.ow, c]}")
-        dx = fast(x, g, geo) if g.size and _finite(xp, g) else None
+        dx = fast(x, y, g, geo) if g.size and _finite(xp, g) else None
         if dx is None:
             dx = _scan_max_pool_grad(xp, x, g, win, geo, kh, kw)
             if relu:  # as ReluGrad: a NaN gradient stays NaN where the input is not positive
                 xp.multiply(dx, x > 0, out=dx)
         return dx
 
-    def fast(x: Any, g: Any, geo: Geometry) -> Any:
-        """The gradient by masks, or None when a window's maximum is a NaN."""
+    def fast(x: Any, y: Any, g: Any, geo: Geometry) -> Any:
+        """The gradient by masks, or None when the scan must decide (a window's maximum is a
+        NaN; for tiling windows, a NaN anywhere in the input)."""
         if tiled(geo):
-            return _tiled_max_pool_grad(xp, x, g, win, geo, kh, kw, relu)
+            return _tiled_max_pool_grad(xp, x, y, g, win, geo, kh, kw, relu)
         masks = first_max_masks(xp, x, win, geo, kh, kw)
         if masks is None:
             return None
@@ -182,102 +186,143 @@ def _max_pool_grad_kernel(ctx: KernelContext, relu: bool) -> Callable[[Any, Any,
     return run
 
 
-def _tiled_max_pool_grad(xp: Any, x: Any, g: Any, win: Window, geo: Geometry, kh: int,
+def _tiled_max_pool_grad(xp: Any, x: Any, y: Any, g: Any, win: Window, geo: Geometry, kh: int,
                          kw: int, relu: bool = False) -> Any:
-    """The max-pool gradient when the windows tile the input, for a finite ``g``; None when some
-    window's maximum is a NaN. A large batch is split into a few blocks of images run on the
-    block runner's threads (numpy releases the GIL in each pass)."""
+    """The max-pool gradient when the windows tile the input, for a finite ``g``; None when a
+    window's first element is a NaN, or when ``y`` is not each window's maximum (``_tiled_block``:
+    the scan decides then). Without a usable ``y`` each block takes the maxima itself. A large
+    batch is split into a few blocks of images run on the block runner's threads (numpy releases
+    the GIL in each pass)."""
     dx = xp.empty(x.shape, dtype=g.dtype)
+    if y is None or y.shape != g.shape or y.dtype != x.dtype:
+        y = None  # not the pooled output: each block takes its windows' maxima itself
 
     def block(b0: int, b1: int) -> bool:
-        if kh == kw == 2:
-            return _pairs_block(xp, x[b0:b1], g[b0:b1], dx[b0:b1], relu)
-        return _tiled_block(xp, x[b0:b1], g[b0:b1], dx[b0:b1], win, geo, kh, kw, relu)
+        yb = window_max(xp, x[b0:b1], win, geo, kh, kw) if y is None else y[b0:b1]
+        return _tiled_block(xp, x[b0:b1], yb, g[b0:b1], dx[b0:b1], kh, kw, relu)
 
     done = split_batch(block, x.shape[0], x.nbytes) if xp is np else [block(0, x.shape[0])]
     return dx if all(done) else None
 
 
-def _pairs_block(xp: Any, x: Any, g: Any, dx: Any, relu: bool) -> bool:
-    """``_tiled_max_pool_grad`` of 2x2 windows for one block of images, written into ``dx``;
-    False when a window's maximum is a NaN.
+def _tiled_block(xp: Any, x: Any, y: Any, g: Any, dx: Any, kh: int, kw: int, relu: bool) -> bool:
+    """``_tiled_max_pool_grad`` for one block of images, written into ``dx``, given ``y``, the
+    maximum of each window (the MaxPool the gradient's graph holds); False when a window's first
+    element is a NaN (the scan decides its windows) or when a window holds no element equal to
+    its ``y`` (a window of NaNs among them).
 
-    Row-major first maximum in two steps: within each row of a window the right element wins
-    when strictly greater than the left; then the bottom row wins when its maximum is strictly
-    greater than the top row's, so every tie goes to the earlier element. Each step compares whole
-    rows of pixels or pairs of them, where a per-tap pass walks runs of one pixel's channels.
-    The gradient is split the same way: each window's between its rows, each row's between its
-    two elements, a multiply by the winner mask and a subtraction each (exact: one share is 0).
-    With ``relu``, the gradient is first masked by ``max > 0``: the relu's mask at the winner.
+    One comparison of the input with ``y`` marks each window's maxima and one multiply writes the
+    whole gradient. Both run on rows of the input: seen as (n * oh, kh, w * c), a plain reshape,
+    against ``y`` and ``g`` repeated kw times along their rows ((n * oh, 1, w * c), a quarter of
+    the input's size for a 2x2 pool), so numpy's inner loops run over whole rows; broadcasting
+    ``y`` over the window's columns instead made them c values long, 2-3x slower. When the marks
+    outnumber the windows, some window holds its maximum twice (a tie): only the first in
+    row-major tap order keeps its mark. With ``relu``, windows whose maximum is not positive are
+    compared with NaN (no mark: their gradient is 0, the relu's mask at their maximum), so the
+    all-zero windows a relu leaves are no ties to settle (integers: ``g`` is masked instead).
     """
-    n, h, w, c = x.shape
-    oh, ow = h // 2, w // 2
-    pairs = x.reshape(n * h, ow, 2, c)
-    right = xp.greater(pairs[:, :, 1], pairs[:, :, 0])
-    row_max = xp.maximum(pairs[:, :, 0], pairs[:, :, 1]).reshape(n * oh, 2, ow * c)
-    bottom = xp.greater(row_max[:, 1], row_max[:, 0])
-    best = xp.maximum(row_max[:, 0], row_max[:, 1])
-    if _has_nan(xp, best):
+    n, _, w, c = x.shape
+    if x.size == 0:
+        return True
+    # the scan differs from the marks only where a window's first element is a NaN (it then
+    # keeps the window; a NaN met later is never taken, and y, the max pool, passes over NaNs):
+    # one reduction over those elements, a quarter of the input for a 2x2 pool
+    if _has_nan(xp, x[:, ::kh, ::kw].max()):
         return False
-    gw = g.reshape(n * oh, ow * c)
-    if relu:
-        gw = gw * (best > 0)
-    rows = xp.empty((n * oh, 2, ow * c), dtype=dx.dtype)  # each window row's share
-    xp.multiply(gw, bottom, out=rows[:, 1])
-    xp.subtract(gw, rows[:, 1], out=rows[:, 0])
-    d = dx.reshape(n * h, ow, 2, c)
-    r = rows.reshape(n * h, ow, c)
-    xp.multiply(r, right, out=d[:, :, 1])
-    xp.subtract(r, d[:, :, 1], out=d[:, :, 0])
+    oh = y.shape[1]
+    windows = y.size
+    if relu and y.dtype.kind == "f":
+        positive = y > 0
+        windows = int(xp.count_nonzero(positive))
+        if bool((y < 0).any()):
+            y = xp.where(positive, y, xp.asarray(np.nan, dtype=y.dtype))
+        else:  # after a relu: 0 / False is NaN, a positive / True itself (where runs 4x slower)
+            with np.errstate(invalid="ignore"):
+                y = y / positive
+    elif relu:  # integers have no NaN: the mask goes on the gradient, ties are settled
+        g = g * (y > 0)
+    rows = x.reshape(n * oh, kh, w * c)
+    marks = xp.equal(rows, _repeat_columns(xp, y, kw))
+    if int(xp.count_nonzero(marks)) != windows:
+        _keep_first_marks(xp, marks, kw, c)
+        if int(xp.count_nonzero(marks)) != windows:  # a window holds no element equal to y
+            return False
+    xp.multiply(marks, _repeat_columns(xp, g, kw), out=dx.reshape(rows.shape))
     return True
 
 
-def _tiled_block(xp: Any, x: Any, g: Any, dx: Any, win: Window, geo: Geometry, kh: int,
-                 kw: int, relu: bool) -> bool:
-    """``_tiled_max_pool_grad`` for one block of images, written into ``dx``; False when a
-    window's maximum is a NaN. The input seen as (n, oh, kh, ow, kw, c) is a plain reshape; one
-    broadcast comparison with the window maxima marks the winners and one broadcast multiply
-    writes the whole gradient. Where one count of the marks shows a window with several (every
-    window has at least one), the first in tap order keeps its mark. With ``relu``, times
-    ``x > 0``: the only nonzero of a window's gradient sits on its maximum, so the mask is the
-    maxima's, applied to ``g``."""
-    n, _, _, c = x.shape
-    best = window_max(xp, x, win, geo, kh, kw)
-    if _has_nan(xp, best):
-        return False
-    if relu:
-        g = g * (best > 0)
-    shape6 = (n, geo.oh, kh, geo.ow, kw, c)
-    marks = xp.equal(x.reshape(shape6), best[:, :, None, :, None, :])
-    if int(xp.count_nonzero(marks)) != best.size:
-        _keep_first_marks(xp, marks, kh, kw)
-    xp.multiply(marks, g[:, :, None, :, None, :], out=dx.reshape(shape6))
-    return True
+def _repeat_columns(xp: Any, a: Any, kw: int) -> Any:
+    """(n, oh, ow, c) data as (n * oh, 1, ow * kw * c): each value repeated for the kw columns
+    of its window, so it lines up with a row of the input."""
+    n, oh, ow, c = a.shape
+    return xp.repeat(a.reshape(n * oh, ow, 1, c), kw, axis=2).reshape(n * oh, 1, ow * kw * c)
 
 
 _ONES = 0x0101010101010101  # a true bool in each byte of a 64-bit word
 
 
-def _keep_first_marks(xp: Any, marks: Any, kh: int, kw: int) -> None:
-    """Where windows tie (after a relu, every all-zero window), keep only the first maximum's
-    mark: each tap in turn keeps the marks of windows no earlier tap has won.
+def _keep_first_marks(xp: Any, marks: Any, kw: int, c: int) -> None:
+    """Where windows tie, keep only the first mark of each in row-major tap order, in place:
+    ``marks`` are (n * oh, kh, ow * kw * c) rows of tiling windows.
 
-    Bools are bytes of 0 or 1, so with channels in multiples of 8 the passes run on 64-bit words
-    of 8 marks each (and, xor, and xor with all-ones bytes for not): 8x fewer elements than on
-    the bools.
+    The passes run over the whole array at once: a mark's neighbour d columns to its left in the
+    same window sits d * c values earlier, so "is there an earlier mark in this window row" is
+    the array shifted by d * c, masked to the values at least d columns into their window (a
+    pattern repeated every window, ``_column_masks``). Per-tap views instead walk runs of c
+    values, and row by row runs of a row: 4-8x slower. Bools are bytes of 0 or 1, so with
+    channels in multiples of 8 the passes run on 64-bit words of 8 marks each (and, or, and xor
+    with all-ones bytes for not): 8x fewer elements.
     """
-    words = marks
-    ones: Any = True
-    if xp is np and marks.flags.c_contiguous and marks.shape[-1] % 8 == 0 and marks.size:
-        words, ones = marks.view(np.uint64), np.uint64(_ONES)
-    free = None
-    for _, i, j in taps(kh, kw):
-        mine = words[:, :, i, :, j, :]
-        if free is None:
-            free = xp.bitwise_xor(mine, ones)  # not: every window is free of earlier taps but these
-        else:
-            xp.bitwise_and(mine, free, out=mine)
-            xp.bitwise_xor(free, mine, out=free)  # mine is a subset of free: this clears it
+    words, ones, unit = marks, cast(Any, True), c
+    if xp is np and c % 8 == 0 and marks.flags.c_contiguous:
+        words, ones, unit = marks.view(np.uint64), np.uint64(_ONES), c // 8
+    flat = words.reshape(-1)
+    masks = [xp.asarray(m) for m in _column_masks(flat.size, unit, kw, words.dtype.str)]
+    part = xp.empty_like(flat)
+
+    def left_of(d: int) -> Any:
+        """Each value's neighbour d columns to its left in its window, else 0 (in ``part``)."""
+        s = d * unit
+        part[:s] = 0
+        xp.bitwise_and(flat[:-s], masks[2 * d - 2][s:], out=part[s:])
+        return part
+
+    def right_of(d: int) -> Any:
+        """Each value's neighbour d columns to its right in its window, else 0 (in ``part``)."""
+        s = d * unit
+        part[-s:] = 0
+        xp.bitwise_and(flat[s:], masks[2 * d - 1][:-s], out=part[:-s])
+        return part
+
+    for d in range(1, kw):  # within each window row, the first mark only
+        xp.bitwise_and(flat, xp.bitwise_xor(left_of(d), ones), out=flat)
+    if words.shape[1] == 1:
+        return
+    taken = flat.copy()  # whether its window row holds a mark, at every column of it
+    for d in range(1, kw):
+        xp.bitwise_or(taken, left_of(d), out=taken)
+        xp.bitwise_or(taken, right_of(d), out=taken)
+    taken = taken.reshape(words.shape)
+    above = taken[:, 0].copy()  # whether the window rows above hold a mark
+    for i in range(1, words.shape[1]):
+        xp.bitwise_and(words[:, i], xp.bitwise_xor(above, ones), out=words[:, i])
+        xp.bitwise_or(above, taken[:, i], out=above)
+
+
+@functools.lru_cache(maxsize=8)
+def _column_masks(size: int, unit: int, kw: int, dtype: str) -> list[Any]:
+    """For d = 1 .. kw-1: all-ones where a value sits at least d columns into its window, then
+    where it sits at least d columns before its window's end; 0 elsewhere. Flat arrays of
+    ``size`` values of ``dtype`` (windows of kw columns of ``unit`` values each), read-only."""
+    column = np.arange(kw * unit) // unit
+    ones = np.uint64(_ONES) if np.dtype(dtype) == np.uint64 else True
+    out = []
+    for d in range(1, kw):
+        for keep in (column >= d, column <= kw - 1 - d):
+            m = np.tile(np.where(keep, ones, 0).astype(dtype), size // (kw * unit))
+            m.flags.writeable = False
+            out.append(m)
+    return out
 
 
 @kernel("MaxPoolGradGrad", BOTH)

@@ -219,3 +219,51 @@ def test_max_pool_passes_over_nans_as_tensorflow() -> None:
         ints = np.arange(16, dtype=np.int32).reshape(1, 4, 4, 1) - 20
         got = sess.run(nn.max_pool(tf.constant(ints), [1, 3, 3, 1], [1, 2, 2, 1], "SAME"))
         np.testing.assert_array_equal(got.reshape(-1), [-10, -9, -6, -5])
+
+
+def test_a_pooled_output_that_is_not_the_max_pool_changes_nothing() -> None:
+    """The tiled path reads each window's maximum from ``orig_output``; given one that is not
+    the input's max pool (TensorFlow's CPU kernel never reads its values), the gradient is still
+    the scan's: a window with no element equal to it sends the kernel to the scan."""
+    x = np.maximum(RNG.standard_normal((2, 4, 6, 8)), 0).astype(np.float32)
+    g = RNG.standard_normal((2, 2, 3, 8)).astype(np.float32)
+    want = ref_max_pool_grad(x, g, ref_winners(x, (2, 2), (2, 2), "VALID")).astype(np.float32)
+    attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+    with tf.Graph().as_default():
+        xt, gt = tf.constant(x), tf.constant(g)
+        outs = [make_op(op, [xt, tf.constant(y), gt], {**attrs, **extra}, name=f"grad{i}{k}")
+                for i, y in enumerate((np.full_like(g, 0.5), g))
+                for k, (op, extra) in enumerate((("MaxPoolGrad", {}), (
+                    "_FusedMaxPoolGrad", {"fused_ops": ["ReluGrad"]})))]
+        with tf.Session() as sess:
+            got = sess.run(outs)
+    for i, out in enumerate(got):
+        np.testing.assert_array_equal(out, want * (x > 0) if i % 2 else want)
+
+
+def test_relu_fused_ties_among_positive_maxima_split_over_threads(monkeypatch) -> None:
+    """After a relu (no negative input): the all-zero windows take no gradient, and windows
+    whose positive maximum appears twice give it to the first; the same on blocks of images."""
+    x = RNG.integers(0, 3, (6, 8, 6, 16)).astype(np.float32)  # many ties, at 0 and above
+    g = RNG.standard_normal((6, 4, 3, 16)).astype(np.float32)
+    whole = check(x, g, np.ones_like(x), (2, 2), (2, 2), "VALID")
+    with monkeypatch.context() as m, threadpool_limits(2, user_api="blas"):
+        m.setattr(kparallel, "SPLIT_BYTES", 1)
+        split = check(x, g, np.ones_like(x), (2, 2), (2, 2), "VALID")
+    np.testing.assert_array_equal(whole, split)
+    xi = RNG.integers(0, 3, (2, 4, 4, 8)).astype(np.int32)  # integers: no NaN to compare with
+    check(xi, RNG.integers(-5, 5, (2, 2, 2, 8)).astype(np.int32), np.ones_like(xi), (2, 2),
+          (2, 2), "VALID")
+
+
+@pytest.mark.parametrize("k", [(2, 2), (3, 3)])
+def test_nans_after_a_windows_first_element_leave_the_tiled_path_right(k) -> None:
+    """NaNs only after each window's first element (never taken by the scan; the tiled path
+    checks the first elements alone), a window whose only number is its first, ties at 0."""
+    h, w = 2 * k[0], 3 * k[1]
+    x = np.maximum(RNG.standard_normal((2, h, w, 8)), 0).astype(np.float32)
+    x[0, 0, 1, 0] = x[0, 1, 0, 3] = x[1, h - 1, w - 1, 7] = np.nan  # second, below, last
+    x[1, 0:k[0], 0:k[1], 2] = np.nan
+    x[1, 0, 0, 2] = 0.5  # the window's first element, its only number
+    g = RNG.standard_normal((2, 2, 3, 8)).astype(np.float32)
+    check(x, g, RNG.standard_normal(x.shape).astype(np.float32), k, k, "VALID")
