@@ -53,12 +53,28 @@ MAX_DELTA_BYTES = 1 << 30
 # what a task keeps on each side by default (the setting ``wire_delta_cache_bytes``): a trainer's
 # pulled weights, two versions of each on the sender, need far less for a model of a few layers
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
-# magic, crc32c of the blosc2 chunk, the chunk's length, base version
-_HEAD = struct.Struct("<4sIQQ")
-MAGIC = b"TGD2"
+# per-key adaptivity: when the last POOR_WINDOW deltas of a key averaged more than POOR_RATIO of
+# its raw size, the key is sent whole (no encoding, no decoding) for PROBE_EVERY answers, then a
+# delta is tried again: a delta that saves little costs more CPU and latency than it saves
+POOR_RATIO = 0.85
+POOR_WINDOW = 4
+PROBE_EVERY = 16
+# magic, crc32c of the block's body, the body's length, flags, the block's bytes in the tensor,
+# reserved, the block's offset in the tensor, base version
+_HEAD = struct.Struct("<4sIIIIIQQ")
+MAGIC = b"TGD3"
+_RAW = 1  # flag: the body is the block's new bytes themselves (its delta would not be smaller)
+# the tensor is cut into blocks of this many bytes, each XORed, shuffled and compressed on its
+# own: the XOR, the producer's copy and the compression of a block stay in cache, and a block
+# that does not pack travels raw
+BLOCK_BYTES = 512 * 1024
 ATTR_CODEC = DELTA_CODEC_ATTR
 ATTR_LEVEL = DELTA_LEVEL_ATTR
 _CODECS = {"lz4": "LZ4", "zstd": "ZSTD"}
+# byte shuffle at the element size (measured better than bitshuffle on XOR deltas of Adam
+# updates in float32 and bfloat16, see docs/distributed.md)
+SHUFFLES = ("shuffle", "bitshuffle")
+_scratch = threading.local()
 
 
 @functools.cache
@@ -70,13 +86,30 @@ def _blosc2() -> Any:
     return blosc2
 
 
-def _crc(buf: np.ndarray) -> int:
-    return int(google_crc32c.value(np.ascontiguousarray(buf)))  # type: ignore[arg-type]
+def _crc(buf: Any) -> int:
+    return int(google_crc32c.value(buf))
 
 
-def _bits(a: np.ndarray) -> np.ndarray:
-    """``a``'s elements as unsigned integers of the same size (a view)."""
-    return a.reshape(-1).view(f"<u{a.itemsize}")
+def _words(buf: np.ndarray) -> np.ndarray:
+    """A contiguous uint8 vector as the widest unsigned words its length allows (a view): XOR is
+    bitwise, so any width gives the same bytes, and wider words take fewer instructions."""
+    for width in (8, 4, 2):
+        if buf.size % width == 0:
+            return buf.view(f"<u{width}")
+    return buf
+
+
+def _block_scratch(nbytes: int) -> np.ndarray:
+    """This thread's scratch buffer for one block's XOR (reused: no allocation per block)."""
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or buf.size < nbytes:
+        buf = _scratch.buf = np.empty(max(nbytes, BLOCK_BYTES), np.uint8)
+    return buf[:nbytes]  # type: ignore[no-any-return]
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous array's bytes as a uint8 vector (a view)."""
+    return a.reshape(-1).view(np.uint8)
 
 
 def deltable(value: Any) -> bool:
@@ -92,72 +125,129 @@ def deltable(value: Any) -> bool:
 
 
 def encode_delta(new: np.ndarray, base: np.ndarray, base_version: int, codec: str = "lz4",
-                 level: int = 1) -> np.ndarray:
-    """The delta frame (uint8 vector) that turns ``base`` into ``new``: XOR of their bits, byte
-    shuffle at the element size, then ``codec`` (one blosc2 chunk, one thread). Frames of
-    ``wire_codec.PAD_FROM`` bytes or more are padded like the lossless codec's, so the
-    consumer's receive buffers are reused from pull to pull.
+                 level: int = 1, *, keep: np.ndarray | None = None,
+                 block_bytes: int = BLOCK_BYTES, shuffle: str = "shuffle") -> np.ndarray:
+    """The delta frame (uint8 vector) that turns ``base`` into ``new``: one block frame per
+    ``block_bytes`` of the tensor, in order, each the XOR of its bits, shuffled at the element
+    size and compressed with ``codec`` (one blosc2 chunk, one thread), or the block's new bytes
+    when that would not be smaller. Frames of ``wire_codec.PAD_FROM`` bytes or more are padded
+    like the lossless codec's, so the consumer's receive buffers are reused from pull to pull.
+
+    ``keep`` (C-contiguous, ``new``'s dtype and shape): ``new`` is copied into it block by
+    block while each block is in cache, and the frame is made from the copy (the producer's
+    record of what it sent; ``new`` may be a variable updated in place meanwhile).
 
     Raises:
-        ValueError: the two differ in dtype or shape, or the codec is unknown.
+        ValueError: the two differ in dtype or shape, or the codec, the shuffle or the block
+            size is not one this supports.
     """
     if new.dtype != base.dtype or new.shape != base.shape:
         raise ValueError(f"a delta needs equal types and shapes, got {new.dtype}{new.shape} "
                          f"and {base.dtype}{base.shape}")
     if codec not in DELTA_CODECS:
         raise ValueError(f"a delta codec is one of {', '.join(DELTA_CODECS)}, not {codec!r}")
+    if shuffle not in SHUFFLES:
+        raise ValueError(f"a delta shuffle is one of {', '.join(SHUFFLES)}, not {shuffle!r}")
+    if block_bytes <= 0 or block_bytes % 8:
+        raise ValueError(f"a delta block is a positive multiple of 8 bytes, not {block_bytes}")
+    if keep is not None and (keep.dtype != new.dtype or keep.shape != new.shape
+                             or not keep.flags.c_contiguous):
+        raise ValueError(f"a delta's copy must be a C-contiguous {new.dtype}{new.shape}")
     blosc2 = _blosc2()
-    x = np.bitwise_xor(_bits(np.ascontiguousarray(new)), _bits(np.ascontiguousarray(base)))
-    chunk = blosc2.compress2(x, codec=blosc2.Codec[_CODECS[codec]], clevel=int(level),
-                             typesize=new.itemsize, filters=[blosc2.Filter.SHUFFLE],
-                             filters_meta=[0], nthreads=1)
-    body = np.frombuffer(chunk, np.uint8)
-    used = _HEAD.size + body.size
-    out = np.empty(wire_codec.padded_size(used), np.uint8)
-    out[:_HEAD.size] = np.frombuffer(_HEAD.pack(MAGIC, _crc(body), body.size, base_version),
-                                     np.uint8)
-    out[_HEAD.size:used] = body
-    out[used:] = 0
-    return out
+    cparams = {"codec": blosc2.Codec[_CODECS[codec]], "clevel": int(level),
+               "typesize": new.itemsize, "nthreads": 1,
+               "filters": [blosc2.Filter.SHUFFLE if shuffle == "shuffle"
+                           else blosc2.Filter.BITSHUFFLE], "filters_meta": [0]}
+    src = _flat(np.ascontiguousarray(new))
+    old = _flat(np.ascontiguousarray(base))
+    copy = _flat(keep) if keep is not None else None
+    total = src.size
+    nblocks = -(-total // block_bytes)
+    # a block's body is never bigger than its bytes (else it goes raw): one allocation holds all
+    out = np.empty(wire_codec.padded_size(nblocks * _HEAD.size + total), np.uint8)
+    pos = 0
+    for off in range(0, total, block_bytes):
+        n = min(block_bytes, total - off)
+        blk = src[off:off + n]
+        if copy is not None:
+            copy[off:off + n] = blk
+            blk = copy[off:off + n]
+        x = _block_scratch(n)
+        np.bitwise_xor(_words(blk), _words(old[off:off + n]), out=_words(x))
+        packed = blosc2.compress2(x, **cparams)
+        body, flags = (np.frombuffer(packed, np.uint8), 0) if len(packed) < n else (blk, _RAW)
+        head, end = pos + _HEAD.size, pos + _HEAD.size + body.size
+        _HEAD.pack_into(out, pos, MAGIC, 0, body.size, flags, n, 0, off, base_version)
+        out[head:end] = body
+        # the checksum covers the rest of the header too: a damaged field is caught as damage
+        _HEAD.pack_into(out, pos, MAGIC, _crc(out[pos + 8:end]), body.size, flags, n, 0, off,
+                        base_version)
+        pos = end
+    used = wire_codec.padded_size(pos)
+    out[pos:used] = 0
+    return out[:used]
 
 
-def decode_delta(frame: np.ndarray, base: np.ndarray, base_version: int) -> np.ndarray:
-    """The tensor a delta frame makes of ``base`` (a new array; ``base`` is not changed).
+def decode_delta(frame: np.ndarray, base: np.ndarray, base_version: int, *,
+                 keep: np.ndarray | None = None) -> np.ndarray:
+    """The tensor a delta frame makes of ``base`` (a new array; ``base`` is not changed). Each
+    block is decompressed into the new array and XORed there with the base; ``keep`` (a
+    C-contiguous array like ``base``) gets a copy of each block while it is in cache.
 
     Raises:
-        DataLossError: the frame is not a whole delta frame, names another base version, fails
-            its checksum or does not match the base's size (says which).
+        DataLossError: the frame is not a whole delta frame, a block names another base
+            version, fails its checksum, or the blocks do not tile the base (says which).
     """
     buf = np.ascontiguousarray(frame).reshape(-1).view(np.uint8)
-    if buf.size < _HEAD.size:
-        raise errors.DataLossError(f"A delta frame of {buf.size} bytes is shorter than its header")
-    magic, crc, length, version = _HEAD.unpack(buf[:_HEAD.size].tobytes())
-    if magic != MAGIC:
-        raise errors.DataLossError(f"Bytes starting {bytes(magic)!r} are not a delta frame")
-    if version != base_version:
-        raise errors.DataLossError(f"A delta frame against version {version:x} cannot be applied "
-                                   f"to version {base_version:x}")
-    if _HEAD.size + length > buf.size:
-        raise errors.DataLossError(f"A delta frame of {buf.size} bytes is cut short (its chunk "
-                                   f"takes {length})")
-    body = buf[_HEAD.size:_HEAD.size + length]
-    if _crc(body) != crc:
-        raise errors.DataLossError("A delta frame fails its checksum (corrupted on the way)")
-    blosc2 = _blosc2()
-    try:
-        nbytes, cbytes, _ = blosc2.get_cbuffer_sizes(body)
-    except Exception as exc:  # noqa: BLE001 - whatever blosc2 makes of a bad header
-        raise errors.DataLossError(f"A delta frame's chunk has a bad header: {exc}") from None
-    if nbytes != base.nbytes or cbytes != length:
-        raise errors.DataLossError(f"A delta frame of {nbytes} bytes ({cbytes} compressed in "
-                                   f"{length}) does not fit its base of {base.dtype}{base.shape}")
+    old = _flat(np.ascontiguousarray(base))
     out = np.empty_like(base, order="C")
-    bits = _bits(out)
-    try:
-        blosc2.decompress2(body, dst=bits)
-    except Exception as exc:  # noqa: BLE001
-        raise errors.DataLossError(f"A delta frame does not decode: {exc}") from None
-    np.bitwise_xor(bits, _bits(np.ascontiguousarray(base)), out=bits)
+    dst = _flat(out)
+    copy = _flat(keep) if keep is not None else None
+    blosc2 = _blosc2()
+    pos = covered = 0
+    while covered < old.size or pos == 0:
+        if buf.size - pos < _HEAD.size:
+            raise errors.DataLossError(f"A delta frame of {buf.size} bytes is shorter than its "
+                                       f"header (block at byte {pos})")
+        magic, crc, length, flags, n, _, off, version = _HEAD.unpack_from(buf, pos)
+        if magic != MAGIC:
+            raise errors.DataLossError(f"Bytes starting {bytes(magic)!r} are not a delta frame")
+        end = pos + _HEAD.size + length
+        if end > buf.size:
+            raise errors.DataLossError(f"A delta frame of {buf.size} bytes is cut short (its "
+                                       f"block at byte {pos} takes {length})")
+        if _crc(buf[pos + 8:end]) != crc:
+            raise errors.DataLossError(f"A delta frame fails its checksum at the block at byte "
+                                       f"{pos} (corrupted on the way)")
+        if version != base_version:
+            raise errors.DataLossError(f"A delta frame against version {version:x} cannot be "
+                                       f"applied to version {base_version:x}")
+        if off != covered or not 0 < n <= old.size - off or n % base.itemsize \
+                or (flags & _RAW and length != n):
+            raise errors.DataLossError(f"A delta frame's block of {n} bytes at offset {off} "
+                                       f"does not fit its base of {base.dtype}{base.shape}")
+        body = buf[pos + _HEAD.size:end]
+        part = dst[off:off + n]
+        if flags & _RAW:
+            part[:] = body
+        else:
+            try:
+                nbytes, cbytes, _ = blosc2.get_cbuffer_sizes(body)
+            except Exception as exc:  # noqa: BLE001 - whatever blosc2 makes of a bad header
+                raise errors.DataLossError(f"A delta frame's block at byte {pos} has a bad "
+                                           f"header: {exc}") from None
+            if nbytes != n or cbytes != length:
+                raise errors.DataLossError(f"A delta frame's block of {nbytes} bytes ({cbytes} "
+                                           f"compressed in {length}) does not fit its base of "
+                                           f"{base.dtype}{base.shape}")
+            try:
+                blosc2.decompress2(body, dst=part)
+            except Exception as exc:  # noqa: BLE001
+                raise errors.DataLossError(f"A delta frame does not decode: {exc}") from None
+            np.bitwise_xor(_words(part), _words(old[off:off + n]), out=_words(part))
+        if copy is not None:
+            copy[off:off + n] = part
+        pos, covered = end, covered + n
     return out
 
 
@@ -293,8 +383,12 @@ class DeltaSender:
         # random start: a version id of another life of this task is never taken for one of now
         self._ids = itertools.count(secrets.randbits(48) + 1)
         self._marks = _Marks("_Send")
+        # (peer, key) -> [recent delta ratios, answers left to send whole before the next probe]
+        self._fit: dict[tuple[str, str], tuple[list[float], int]] = {}
+        self._fit_lock = threading.Lock()
         self.full_sends = 0
         self.delta_sends = 0
+        self.skipped = 0  # whole answers where a delta could have been tried (poor ratios)
         self.bytes_raw = 0
         self.bytes_sent = 0
 
@@ -310,21 +404,46 @@ class DeltaSender:
             raise errors.InvalidArgumentError(
                 f"Delta key {key}: codec {codec!r} level {level} (a codec is one of "
                 f"{', '.join(DELTA_CODECS)}, a level 1..9)")
-        new = np.array(value, order="C", copy=True)  # the variable may change under us
+        # the copy kept of what is sent (the variable may change under us), made block by block
+        # inside the encoding when there is a delta to make
+        new = np.empty(value.shape, value.dtype)
         peer = receiver_of(key)
         version = next(self._ids)
         base = self.cache.get(peer, key, have_version) if have_version else None
         out = Answer(version, new, False)
-        if base is not None and base[1].dtype == new.dtype and base[1].shape == new.shape:
-            frame = encode_delta(new, base[1], have_version, codec, level)
+        if base is not None and base[1].dtype == new.dtype and base[1].shape == new.shape \
+                and self._try(peer, key):
+            frame = encode_delta(value, base[1], have_version, codec, level, keep=new)
+            self._note(peer, key, frame.nbytes / new.nbytes)
             if frame.nbytes < new.nbytes:
                 out = Answer(version, frame, True)
+        else:
+            np.copyto(new, value)
+            self.skipped += base is not None
         self.cache.put(peer, key, version, new)
         self.full_sends += not out.delta
         self.delta_sends += out.delta
         self.bytes_raw += new.nbytes
         self.bytes_sent += out.payload.nbytes
         return out
+
+    def _try(self, peer: str, key: str) -> bool:
+        """Whether to try a delta on this key now: not while its recent deltas were poor, except
+        as a probe every ``PROBE_EVERY`` answers."""
+        with self._fit_lock:
+            ratios, wait = self._fit.get((peer, key), ([], 0))
+            if wait:
+                self._fit[(peer, key)] = (ratios, wait - 1)
+            return not wait
+
+    def _note(self, peer: str, key: str, ratio: float) -> None:
+        """Record a delta's size over the raw size; a poor window starts a whole-send spell."""
+        with self._fit_lock:
+            ratios, _ = self._fit.get((peer, key), ([], 0))
+            ratios = [*ratios[-(POOR_WINDOW - 1):], ratio]
+            poor = len(ratios) == POOR_WINDOW and sum(ratios) / POOR_WINDOW > POOR_RATIO
+            # after a poor window, one good probe is enough to resume: keep only it
+            self._fit[(peer, key)] = ([], PROBE_EVERY) if poor else (ratios, 0)
 
     def sync(self, graphs: Mapping[str, Any]) -> None:
         """Follow the task's graph table: the values sent on keys of gone graphs are dropped."""
@@ -335,6 +454,9 @@ class DeltaSender:
     def forget(self, keys: Iterable[str]) -> int:
         """Drop the cached values of ``keys`` (their graph is gone); returns how many."""
         gone = set(keys)
+        with self._fit_lock:
+            for pk in [pk for pk in self._fit if pk[1] in gone]:
+                del self._fit[pk]
         return self.cache.drop(lambda _p, k: k in gone)
 
 
@@ -378,11 +500,14 @@ class DeltaReceiver:
             if base is None:
                 raise errors.DataLossError(f"Task {peer} sent a delta for key {key} to a "
                                            "consumer that holds no version of it")
-            value = decode_delta(payload, base[1], base[0])
+            # the cached copy (the consumer's kernels own the value they are given) is made
+            # block by block inside the decoding
+            keep = np.empty_like(base[1], order="C")
+            value = decode_delta(payload, base[1], base[0], keep=keep)
             self.decoded += 1
-        else:
-            value = payload
-        if version and deltable(value):
-            # a copy: the consumer's kernels own the value they are given
-            self.cache.put(peer, key, version, np.array(value, order="C", copy=True))
-        return value
+            if version:
+                self.cache.put(peer, key, version, keep)
+            return value
+        if version and deltable(payload):
+            self.cache.put(peer, key, version, np.array(payload, order="C", copy=True))
+        return payload
