@@ -31,7 +31,7 @@ import secrets
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,22 +124,22 @@ def deltable(value: Any) -> bool:
         return False
 
 
-def encode_delta(new: np.ndarray, base: np.ndarray, base_version: int, codec: str = "lz4",
+def delta_blocks(new: np.ndarray, base: np.ndarray, base_version: int, codec: str = "lz4",
                  level: int = 1, *, keep: np.ndarray | None = None,
-                 block_bytes: int = BLOCK_BYTES, shuffle: str = "shuffle") -> np.ndarray:
-    """The delta frame (uint8 vector) that turns ``base`` into ``new``: one block frame per
-    ``block_bytes`` of the tensor, in order, each the XOR of its bits, shuffled at the element
-    size and compressed with ``codec`` (one blosc2 chunk, one thread), or the block's new bytes
-    when that would not be smaller. Frames of ``wire_codec.PAD_FROM`` bytes or more are padded
-    like the lossless codec's, so the consumer's receive buffers are reused from pull to pull.
+                 block_bytes: int = BLOCK_BYTES, shuffle: str = "shuffle") -> Iterator[np.ndarray]:
+    """The block frames (uint8 vectors, in order) that turn ``base`` into ``new``: one per
+    ``block_bytes`` of the tensor, each the XOR of its bits, shuffled at the element size and
+    compressed with ``codec`` (one blosc2 chunk, one thread), or the block's new bytes when that
+    would not be smaller. Each is made when asked for, so a sender can put one on the wire while
+    the next is encoded.
 
     ``keep`` (C-contiguous, ``new``'s dtype and shape): ``new`` is copied into it block by
-    block while each block is in cache, and the frame is made from the copy (the producer's
+    block while each block is in cache, and the frames are made from the copy (the producer's
     record of what it sent; ``new`` may be a variable updated in place meanwhile).
 
     Raises:
         ValueError: the two differ in dtype or shape, or the codec, the shuffle or the block
-            size is not one this supports.
+            size is not one this supports (raised on the first block).
     """
     if new.dtype != base.dtype or new.shape != base.shape:
         raise ValueError(f"a delta needs equal types and shapes, got {new.dtype}{new.shape} "
@@ -161,13 +161,8 @@ def encode_delta(new: np.ndarray, base: np.ndarray, base_version: int, codec: st
     src = _flat(np.ascontiguousarray(new))
     old = _flat(np.ascontiguousarray(base))
     copy = _flat(keep) if keep is not None else None
-    total = src.size
-    nblocks = -(-total // block_bytes)
-    # a block's body is never bigger than its bytes (else it goes raw): one allocation holds all
-    out = np.empty(wire_codec.padded_size(nblocks * _HEAD.size + total), np.uint8)
-    pos = 0
-    for off in range(0, total, block_bytes):
-        n = min(block_bytes, total - off)
+    for off in range(0, src.size, block_bytes):
+        n = min(block_bytes, src.size - off)
         blk = src[off:off + n]
         if copy is not None:
             copy[off:off + n] = blk
@@ -176,79 +171,116 @@ def encode_delta(new: np.ndarray, base: np.ndarray, base_version: int, codec: st
         np.bitwise_xor(_words(blk), _words(old[off:off + n]), out=_words(x))
         packed = blosc2.compress2(x, **cparams)
         body, flags = (np.frombuffer(packed, np.uint8), 0) if len(packed) < n else (blk, _RAW)
-        head, end = pos + _HEAD.size, pos + _HEAD.size + body.size
-        _HEAD.pack_into(out, pos, MAGIC, 0, body.size, flags, n, 0, off, base_version)
-        out[head:end] = body
+        out = np.empty(_HEAD.size + body.size, np.uint8)
+        out[_HEAD.size:] = body
         # the checksum covers the rest of the header too: a damaged field is caught as damage
-        _HEAD.pack_into(out, pos, MAGIC, _crc(out[pos + 8:end]), body.size, flags, n, 0, off,
-                        base_version)
-        pos = end
-    used = wire_codec.padded_size(pos)
-    out[pos:used] = 0
-    return out[:used]
+        rest = _HEAD.pack(MAGIC, 0, body.size, flags, n, 0, off, base_version)[8:]
+        crc = google_crc32c.extend(google_crc32c.value(rest), body)  # type: ignore[arg-type]
+        out[:_HEAD.size] = np.frombuffer(
+            _HEAD.pack(MAGIC, crc, body.size, flags, n, 0, off, base_version), np.uint8)
+        yield out
 
 
-def decode_delta(frame: np.ndarray, base: np.ndarray, base_version: int, *,
-                 keep: np.ndarray | None = None) -> np.ndarray:
-    """The tensor a delta frame makes of ``base`` (a new array; ``base`` is not changed). Each
-    block is decompressed into the new array and XORed there with the base; ``keep`` (a
-    C-contiguous array like ``base``) gets a copy of each block while it is in cache.
+def encode_delta(new: np.ndarray, base: np.ndarray, base_version: int, codec: str = "lz4",
+                 level: int = 1, *, keep: np.ndarray | None = None,
+                 block_bytes: int = BLOCK_BYTES, shuffle: str = "shuffle") -> np.ndarray:
+    """The delta frame (uint8 vector) that turns ``base`` into ``new``: the block frames of
+    ``delta_blocks`` (same arguments) one after the other. Frames of ``wire_codec.PAD_FROM``
+    bytes or more are padded like the lossless codec's, so the consumer's receive buffers are
+    reused from pull to pull.
+
+    Raises:
+        ValueError: as ``delta_blocks``.
+    """
+    blocks = list(delta_blocks(new, base, base_version, codec, level, keep=keep,
+                               block_bytes=block_bytes, shuffle=shuffle))
+    used = sum(b.size for b in blocks)
+    out = np.empty(wire_codec.padded_size(used), np.uint8)
+    pos = 0
+    for b in blocks:
+        out[pos:pos + b.size] = b
+        pos += b.size
+    out[pos:] = 0
+    return out
+
+
+def decode_delta(frame: np.ndarray | Sequence[np.ndarray], base: np.ndarray, base_version: int,
+                 *, keep: np.ndarray | None = None) -> np.ndarray:
+    """The tensor a delta frame (or the block frames of a streamed answer, in order) makes of
+    ``base`` (a new array; ``base`` is not changed). Each block is decompressed into the new
+    array and XORed there with the base; ``keep`` (a C-contiguous array like ``base``) gets a
+    copy of each block while it is in cache.
 
     Raises:
         DataLossError: the frame is not a whole delta frame, a block names another base
             version, fails its checksum, or the blocks do not tile the base (says which).
     """
-    buf = np.ascontiguousarray(frame).reshape(-1).view(np.uint8)
     old = _flat(np.ascontiguousarray(base))
     out = np.empty_like(base, order="C")
     dst = _flat(out)
     copy = _flat(keep) if keep is not None else None
-    blosc2 = _blosc2()
-    pos = covered = 0
-    while covered < old.size or pos == 0:
-        if buf.size - pos < _HEAD.size:
-            raise errors.DataLossError(f"A delta frame of {buf.size} bytes is shorter than its "
-                                       f"header (block at byte {pos})")
-        magic, crc, length, flags, n, _, off, version = _HEAD.unpack_from(buf, pos)
-        if magic != MAGIC:
-            raise errors.DataLossError(f"Bytes starting {bytes(magic)!r} are not a delta frame")
-        end = pos + _HEAD.size + length
-        if end > buf.size:
-            raise errors.DataLossError(f"A delta frame of {buf.size} bytes is cut short (its "
-                                       f"block at byte {pos} takes {length})")
-        if _crc(buf[pos + 8:end]) != crc:
-            raise errors.DataLossError(f"A delta frame fails its checksum at the block at byte "
-                                       f"{pos} (corrupted on the way)")
-        if version != base_version:
-            raise errors.DataLossError(f"A delta frame against version {version:x} cannot be "
-                                       f"applied to version {base_version:x}")
-        if off != covered or not 0 < n <= old.size - off or n % base.itemsize \
-                or (flags & _RAW and length != n):
-            raise errors.DataLossError(f"A delta frame's block of {n} bytes at offset {off} "
-                                       f"does not fit its base of {base.dtype}{base.shape}")
-        body = buf[pos + _HEAD.size:end]
-        part = dst[off:off + n]
-        if flags & _RAW:
-            part[:] = body
-        else:
-            try:
-                nbytes, cbytes, _ = blosc2.get_cbuffer_sizes(body)
-            except Exception as exc:  # noqa: BLE001 - whatever blosc2 makes of a bad header
-                raise errors.DataLossError(f"A delta frame's block at byte {pos} has a bad "
-                                           f"header: {exc}") from None
-            if nbytes != n or cbytes != length:
-                raise errors.DataLossError(f"A delta frame's block of {nbytes} bytes ({cbytes} "
-                                           f"compressed in {length}) does not fit its base of "
-                                           f"{base.dtype}{base.shape}")
-            try:
-                blosc2.decompress2(body, dst=part)
-            except Exception as exc:  # noqa: BLE001
-                raise errors.DataLossError(f"A delta frame does not decode: {exc}") from None
-            np.bitwise_xor(_words(part), _words(old[off:off + n]), out=_words(part))
-        if copy is not None:
-            copy[off:off + n] = part
-        pos, covered = end, covered + n
+    covered = 0
+    for piece in [frame] if isinstance(frame, np.ndarray) else frame:
+        buf = np.ascontiguousarray(piece).reshape(-1).view(np.uint8)
+        pos = 0
+        # blocks follow one another; what follows the last block of a frame is its padding
+        while pos == 0 or (pos < buf.size and covered < old.size):
+            pos, covered = _decode_block(buf, pos, covered, old, dst, copy, base, base_version)
+    if covered != old.size:
+        raise errors.DataLossError(f"A delta frame covers {covered} of the {old.size} bytes of "
+                                   f"its base of {base.dtype}{base.shape} (cut short)")
     return out
+
+
+def _decode_block(buf: np.ndarray, pos: int, covered: int, old: np.ndarray, dst: np.ndarray,
+                  copy: np.ndarray | None, base: np.ndarray, base_version: int) -> tuple[int, int]:
+    """Decode the block frame at ``buf[pos:]`` into ``dst`` (the tensor's bytes, of which
+    ``covered`` are done); returns where the next block starts and the bytes now covered."""
+    if buf.size - pos < _HEAD.size:
+        raise errors.DataLossError(f"A delta frame of {buf.size} bytes is shorter than its "
+                                   f"header (block at byte {pos})")
+    magic, crc, length, flags, n, _, off, version = _HEAD.unpack(
+        buf[pos:pos + _HEAD.size].tobytes())
+    if magic != MAGIC:
+        raise errors.DataLossError(f"Bytes starting {bytes(magic)!r} are not a delta frame")
+    end = pos + _HEAD.size + length
+    if end > buf.size:
+        raise errors.DataLossError(f"A delta frame of {buf.size} bytes is cut short (its "
+                                   f"block at byte {pos} takes {length})")
+    if _crc(buf[pos + 8:end]) != crc:
+        raise errors.DataLossError(f"A delta frame fails its checksum at the block at byte "
+                                   f"{pos} (corrupted on the way)")
+    if version != base_version:
+        raise errors.DataLossError(f"A delta frame against version {version:x} cannot be "
+                                   f"applied to version {base_version:x}")
+    if off != covered or not 0 < n <= old.size - off or n % base.itemsize \
+            or (flags & _RAW and length != n):
+        raise errors.DataLossError(f"A delta frame's block of {n} bytes at offset {off} "
+                                   f"does not fit its base of {base.dtype}{base.shape}")
+    body = buf[pos + _HEAD.size:end]
+    part = dst[off:off + n]
+    if flags & _RAW:
+        part[:] = body
+    else:
+        blosc2 = _blosc2()
+        try:
+            nbytes, cbytes, _ = blosc2.get_cbuffer_sizes(body)
+        except Exception as exc:  # noqa: BLE001 - whatever blosc2 makes of a bad header
+            raise errors.DataLossError(f"A delta frame's block at byte {pos} has a bad "
+                                       f"header: {exc}") from None
+        if nbytes != n or cbytes != length:
+            raise errors.DataLossError(f"A delta frame's block of {nbytes} bytes ({cbytes} "
+                                       f"compressed in {length}) does not fit its base of "
+                                       f"{base.dtype}{base.shape}")
+        try:
+            # one thread: waking blosc2's pool costs more than a block takes
+            blosc2.decompress2(body, dst=part, nthreads=1)
+        except Exception as exc:  # noqa: BLE001
+            raise errors.DataLossError(f"A delta frame does not decode: {exc}") from None
+        np.bitwise_xor(_words(part), _words(old[off:off + n]), out=_words(part))
+    if copy is not None:
+        copy[off:off + n] = part
+    return end, covered + n
 
 
 class _Lru:
@@ -371,6 +403,44 @@ def receiver_of(key: str) -> str:
     return task_of(parse_key(key).recv_device)
 
 
+class DeltaStream:
+    """A delta answer made block by block (``DeltaSender.begin``): ``next_block`` encodes the
+    next of its ``count`` block frames (call off the event loop), so the sender puts each on the
+    wire while the next one is encoded; after the last, the producer keeps the value sent under
+    ``version``.
+    The blocks of one answer must be asked for one at a time (from any thread)."""
+
+    def __init__(self, sender: DeltaSender, peer: str, key: str, version: int,
+                 value: np.ndarray, base: np.ndarray, base_version: int, codec: str, level: int,
+                 kept: np.ndarray) -> None:
+        self.peer = peer
+        self.key = key
+        self.version = version
+        self.base = base
+        self.kept = kept
+        self.sent = 0
+        # how many blocks the answer takes (known before any is encoded)
+        self.count = -(-kept.nbytes // BLOCK_BYTES)
+        self._made = 0
+        self._sender = sender
+        self._blocks = delta_blocks(value, base, base_version, codec, level, keep=kept)
+
+    def next_block(self) -> np.ndarray:
+        """The next block frame; after the last of ``count``, the answer is complete.
+
+        Raises:
+            IndexError: all ``count`` blocks were made already.
+        """
+        if self._made == self.count:
+            raise IndexError(f"The delta answer for key {self.key} has only {self.count} blocks")
+        block = next(self._blocks)
+        self._made += 1
+        self.sent += block.nbytes
+        if self._made == self.count:
+            self._sender._finish(self, self.sent)
+        return block
+
+
 class DeltaSender:
     """The producer's side: the last values sent on each delta key, and the answers.
 
@@ -394,8 +464,27 @@ class DeltaSender:
 
     def answer(self, key: str, value: np.ndarray, have_version: int, codec: str,
                level: int) -> Answer:
-        """The answer to a consumer that holds ``have_version`` of ``key`` (call off the event
-        loop: it copies and encodes the whole tensor).
+        """The answer to a consumer that holds ``have_version`` of ``key``, whole: a delta frame
+        when it is smaller than the tensor (call off the event loop: it copies and encodes the
+        whole tensor).
+
+        Raises:
+            InvalidArgumentError: an unknown codec or a level out of 1..9.
+        """
+        started = self.begin(key, value, have_version, codec, level)
+        if isinstance(started, Answer):
+            return started
+        frame = encode_delta(value, started.base, have_version, codec, level, keep=started.kept)
+        whole = frame.nbytes >= started.kept.nbytes
+        self._finish(started, frame.nbytes, whole)
+        return Answer(started.version, started.kept if whole else frame, not whole)
+
+    def begin(self, key: str, value: np.ndarray, have_version: int, codec: str,
+              level: int) -> Answer | DeltaStream:
+        """The answer to a consumer that holds ``have_version`` of ``key``: the whole tensor
+        (an ``Answer``: no base, or the key's recent deltas were poor), else a ``DeltaStream``
+        whose blocks are encoded one by one as the sender asks for them (call off the event
+        loop: a whole answer copies the tensor).
 
         Raises:
             InvalidArgumentError: an unknown codec or a level out of 1..9.
@@ -410,22 +499,26 @@ class DeltaSender:
         peer = receiver_of(key)
         version = next(self._ids)
         base = self.cache.get(peer, key, have_version) if have_version else None
-        out = Answer(version, new, False)
         if base is not None and base[1].dtype == new.dtype and base[1].shape == new.shape \
                 and self._try(peer, key):
-            frame = encode_delta(value, base[1], have_version, codec, level, keep=new)
-            self._note(peer, key, frame.nbytes / new.nbytes)
-            if frame.nbytes < new.nbytes:
-                out = Answer(version, frame, True)
-        else:
-            np.copyto(new, value)
-            self.skipped += base is not None
+            return DeltaStream(self, peer, key, version, value, base[1], have_version, codec,
+                               level, new)
+        np.copyto(new, value)
+        self.skipped += base is not None
         self.cache.put(peer, key, version, new)
-        self.full_sends += not out.delta
-        self.delta_sends += out.delta
+        self.full_sends += 1
         self.bytes_raw += new.nbytes
-        self.bytes_sent += out.payload.nbytes
-        return out
+        self.bytes_sent += new.nbytes
+        return Answer(version, new, False)
+
+    def _finish(self, stream: DeltaStream, sent: int, whole: bool = False) -> None:
+        """A delta answer is made: keep what it sent, and note how well it packed."""
+        self.cache.put(stream.peer, stream.key, stream.version, stream.kept)
+        self._note(stream.peer, stream.key, sent / stream.kept.nbytes)
+        self.full_sends += whole
+        self.delta_sends += not whole
+        self.bytes_raw += stream.kept.nbytes
+        self.bytes_sent += stream.kept.nbytes if whole else sent
 
     def _try(self, peer: str, key: str) -> bool:
         """Whether to try a delta on this key now: not while its recent deltas were poor, except
@@ -488,10 +581,12 @@ class DeltaReceiver:
         """(version, value) this consumer holds of ``key`` from ``peer``, or None."""
         return self.cache.get(peer, key)
 
-    def accept(self, peer: str, key: str, version: int, payload: np.ndarray, delta: bool,
+    def accept(self, peer: str, key: str, version: int,
+               payload: np.ndarray | Sequence[np.ndarray], delta: bool,
                base: tuple[int, np.ndarray] | None) -> np.ndarray:
         """The tensor an answer carries (decoded against ``base``, the version named in the
-        request, when it is a delta), cached as ``version`` (call off the event loop).
+        request, when it is a delta: one frame, or the block frames of a streamed answer),
+        cached as ``version`` (call off the event loop).
 
         Raises:
             DataLossError: a delta answer to a request that named no version, or a bad frame.
@@ -508,6 +603,9 @@ class DeltaReceiver:
             if version:
                 self.cache.put(peer, key, version, keep)
             return value
+        if not isinstance(payload, np.ndarray):
+            raise errors.DataLossError(f"Task {peer} sent block frames for key {key} without "
+                                       "marking them a delta")
         if version and deltable(payload):
             self.cache.put(peer, key, version, np.array(payload, order="C", copy=True))
         return payload

@@ -7,7 +7,9 @@ plane the pieces' bytes travel beside their chunks (``RawChunk``, views of the p
 and are received in place (``Assembler.target``); over gRPC they ride in the chunks' ``data``.
 A header may declare up to ``MAX_TENSOR_BYTES``; more is refused before anything is allocated.
 An answer to a delta key (``transport/delta.py``) carries its version (and, for a delta frame, the
-``delta`` flag) on its first chunk; the assembler hands such a tensor on as a ``Versioned``.
+``delta`` flag) on its first chunk; the assembler hands such a tensor on as a ``Versioned``. A
+delta answer streamed block by block (``delta_block``) comes as one chunk per block frame, the
+last flagged ``delta_last``, and is handed on as a ``Versioned`` list of the frames.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ CHUNK_BYTES = 4 * 1024 * 1024
 BIG_RESULT_BYTES = 1024 * 1024
 # the largest tensor a stream header may declare (checked before its buffer is allocated)
 MAX_TENSOR_BYTES = 64 * 1024**3
+# a delta answer's block frames may hold at most twice its tensor's bytes and this much more
+# (headers; a producer sends a block raw rather than bigger)
+BLOCK_SLACK = 1 << 16
 EMPTY = worker_pb2.RecvTensorChunk().inline  # an empty TensorProto (a placeholder)
 
 
@@ -60,8 +65,8 @@ def _host(value: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Versioned:
-    """A tensor received on a delta key: ``value`` (a delta frame when ``delta``) and the version
-    the consumer caches it under."""
+    """A tensor received on a delta key: ``value`` (a delta frame, or a list of block frames,
+    when ``delta``) and the version the consumer caches it under."""
 
     version: int
     value: Any
@@ -142,6 +147,18 @@ class _Partial:
         self.delta = delta
 
 
+class _Blocks:
+    """A delta answer being received block by block: its frames so far."""
+
+    __slots__ = ("frames", "nbytes", "size", "version")
+
+    def __init__(self, version: int, nbytes: int) -> None:
+        self.version = version
+        self.nbytes = nbytes  # the decoded tensor's size
+        self.size = 0
+        self.frames: list[np.ndarray] = []
+
+
 class Assembler:
     """Rebuilds the tensors of a RecvTensor stream; ``add`` (and ``landed``) return
     (index, value) when one is complete, else None.
@@ -159,6 +176,7 @@ class Assembler:
                  max_bytes: int = MAX_TENSOR_BYTES, peer: str = "",
                  buffers: ReceiveBuffers | None = None) -> None:
         self._partial: dict[int, _Partial] = {}
+        self._blocks: dict[int, _Blocks] = {}
         self._buffers = buffers
         self._mappings = mappings
         self._release = release
@@ -177,6 +195,16 @@ class Assembler:
         if chunk.offset != 0:
             raise errors.DataLossError(f"RecvTensor stream for key {i}{self._from()} starts at "
                                        f"offset {chunk.offset}")
+        dt, shape, nbytes = self._header(chunk)
+        buf = self._buffers.take(nbytes) if self._buffers is not None else \
+            np.empty(nbytes, dtype=np.uint8)
+        entry = _Partial(buf, dt, shape, chunk.version, chunk.delta)
+        self._partial[i] = entry
+        return entry
+
+    def _header(self, chunk: Any) -> tuple[np.dtype[Any], tuple[int, ...], int]:
+        """The dtype, shape and size a stream's first chunk declares (checked)."""
+        i = chunk.index
         try:
             dt = serde.dtype_from_enum(chunk.dtype).np
             dims = serde.shape_from_proto(chunk.shape).as_list()
@@ -194,16 +222,38 @@ class Assembler:
             raise errors.ResourceExhaustedError(
                 f"RecvTensor stream for key {i}{self._from()} declares a tensor of {nbytes} "
                 f"bytes, over the limit of {self._max_bytes}")
-        buf = self._buffers.take(nbytes) if self._buffers is not None else \
-            np.empty(nbytes, dtype=np.uint8)
-        entry = _Partial(buf, dt, shape, chunk.version, chunk.delta)
-        self._partial[i] = entry
-        return entry
+        return dt, shape, nbytes
+
+    def _block(self, chunk: Any) -> tuple[int, Any] | None:
+        """A block frame of a delta answer streamed block by block: kept until the last, which
+        completes the answer as a ``Versioned`` list of block frames (decoded by the consumer
+        against the version it named)."""
+        i = chunk.index
+        entry = self._blocks.get(i)
+        if entry is None:
+            nbytes = self._header(chunk)[2]
+            entry = self._blocks[i] = _Blocks(chunk.version, nbytes)
+        data = np.frombuffer(chunk.data, dtype=np.uint8)
+        entry.size += data.size
+        if chunk.version != entry.version or not chunk.delta:
+            raise errors.DataLossError(f"RecvTensor stream for key {i}{self._from()} mixes "
+                                       "blocks of different answers")
+        if entry.size > 2 * entry.nbytes + BLOCK_SLACK:
+            raise errors.DataLossError(f"RecvTensor stream for key {i}{self._from()} sends "
+                                       f"{entry.size} bytes of blocks for a tensor of "
+                                       f"{entry.nbytes}")
+        entry.frames.append(data)
+        if not chunk.delta_last:
+            return None
+        del self._blocks[i]
+        return i, Versioned(entry.version, entry.frames, True)
 
     def add(self, chunk: Any) -> tuple[int, Any] | None:
         i = chunk.index
         if chunk.is_dead:
             return i, DEAD
+        if chunk.delta_block:
+            return self._block(chunk)
         if chunk.HasField("inline"):
             value = serde.tensor_from_proto(chunk.inline)
             return i, Versioned(chunk.version, value, chunk.delta) if chunk.version else value

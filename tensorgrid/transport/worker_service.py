@@ -10,6 +10,7 @@ from typing import Any
 
 from tensorgrid.core import errors, serde
 from tensorgrid.core.rendezvous_key import make_key
+from tensorgrid.core.shapes import TensorShape
 from tensorgrid.pb import worker_pb2, worker_pb2_grpc
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import delta, shm, tensors
@@ -233,6 +234,31 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         async for answer in _serve_stream(request_iterator, out, lambda msg: one(msg)):
             yield answer
 
+    @staticmethod
+    async def _send_blocks(out: _Outbox, rid: int, index: int, value: Any,
+                           stream: delta.DeltaStream) -> None:
+        """Put a delta answer on the wire block by block: the next block is encoded (off the
+        loop) while the one before it is queued and sent, so encoding overlaps the link."""
+        loop = asyncio.get_running_loop()
+        dtype: Any = serde.dtype_to_enum(value.dtype)
+        shape = serde.shape_to_proto(TensorShape(value.shape))
+        pending = loop.run_in_executor(None, stream.next_block)
+        try:
+            for k in range(stream.count):
+                block = await pending
+                if k + 1 < stream.count:
+                    pending = loop.run_in_executor(None, stream.next_block)
+                await out.put(worker_pb2.RecvTensorStreamResponse(
+                    request_id=rid, chunks=[worker_pb2.RecvTensorChunk(
+                        index=index, dtype=dtype, shape=shape, data=block.tobytes(),
+                        delta=True, delta_block=True, version=stream.version,
+                        delta_last=k + 1 == stream.count)]))
+        finally:
+            # a request that went away mid-answer leaves a block being encoded: its result
+            # (or error) is dropped
+            if not pending.done():
+                pending.add_done_callback(lambda f: f.cancelled() or f.exception())
+
     async def RecvTensorStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         """Many RecvTensor calls over one stream; chunks carry their request's id."""
         # bounded, so a big tensor streams at the pace of the socket instead of piling up
@@ -294,10 +320,12 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                         version, is_delta = 0, False
                         if want is not None and delta.deltable(value):
                             answer = await loop.run_in_executor(
-                                None, self.deltas.answer, req.keys[i], value,
+                                None, self.deltas.begin, req.keys[i], value,
                                 want.have_version, want.codec, want.level)
-                            value, version, is_delta = answer.payload, answer.version, \
-                                answer.delta
+                            if isinstance(answer, delta.DeltaStream):
+                                await self._send_blocks(out, rid, i, value, answer)
+                                continue
+                            value, version, is_delta = answer.payload, answer.version, False
                         for chunk in tensors.encode(i, value, use_shm, self.pool, raw, version,
                                                     is_delta):
                             if isinstance(chunk, tensors.RawChunk):
