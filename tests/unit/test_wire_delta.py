@@ -193,15 +193,16 @@ def test_a_streamed_answer_decodes_from_its_blocks_and_the_producer_keeps_it_aft
     stream = sender.begin(KEY, w2, held[0], "lz4", 1)
     assert isinstance(stream, DeltaStream) and stream.count == 6
     frames = [stream.next_block() for _ in range(stream.count - 1)]
-    assert sender.cache.get(PS_TASK, KEY, stream.version) is None  # not kept before the last
+    assert sender.cache.get(WORKER_TASK, KEY, stream.version) is None  # not kept before the last
     frames.append(stream.next_block())
-    assert sender.cache.get(PS_TASK, KEY, stream.version) is not None
+    assert sender.cache.get(WORKER_TASK, KEY, stream.version) is not None
     with pytest.raises(IndexError, match="only 6 blocks"):
         stream.next_block()
     got = receiver.accept(PS_TASK, KEY, stream.version, frames, True, held)
     assert got.tobytes() == w2.tobytes()
     assert receiver.held(PS_TASK, KEY)[1].tobytes() == w2.tobytes()
-    assert sender.delta_sends == 1 and sender.bytes_sent == sum(f.nbytes for f in frames)
+    assert sender.delta_sends == 1 and sender.full_sends == 1
+    assert sender.bytes_sent == w.nbytes + sum(f.nbytes for f in frames)
 
 
 def test_block_chunks_are_assembled_into_their_frames_and_bad_ones_refused():
