@@ -247,6 +247,7 @@ def test_a_key_whose_deltas_pack_poorly_is_sent_whole_for_a_while_then_probed():
     tried = sender.bytes_sent - sender.bytes_raw  # nothing saved, nothing lost
     assert tried == 0
     # a probe that packs well resumes deltas at once
+    w = _weights(w.shape, np.float32)
     for _ in range(PROBE_EVERY):
         _exchange(sender, receiver, w)
     kinds = []
