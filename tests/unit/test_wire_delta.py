@@ -34,17 +34,16 @@ from tensorgrid.master.master_session import SessionOptions
 from tensorgrid.pb import worker_pb2
 from tensorgrid.settings import ClientSettings
 from tensorgrid.transport import delta as delta_mod
+from tensorgrid.transport import delta_frames
 from tensorgrid.transport.delta import (
     KEEP_VERSIONS,
     PROBE_EVERY,
     DeltaReceiver,
     DeltaSender,
     DeltaStream,
-    decode_delta,
-    delta_blocks,
     delta_keys,
-    encode_delta,
 )
+from tensorgrid.transport.delta_frames import decode_delta, delta_blocks, encode_delta
 from tensorgrid.transport.tensors import Assembler, Versioned
 
 PS_TASK, WORKER_TASK = "/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0"
@@ -120,7 +119,7 @@ def _block_heads(frames) -> list[tuple]:
     """(flags, bytes, offset) of each block of a list of block frames."""
     heads = []
     for f in frames:
-        _m, _c, _len, flags, n, _r, off, _v = delta_mod._HEAD.unpack(f[:delta_mod._HEAD.size]
+        _m, _c, _len, flags, n, _r, off, _v = delta_frames._HEAD.unpack(f[:delta_frames._HEAD.size]
                                                                       .tobytes())
         heads.append((flags, n, off))
     return heads
@@ -154,7 +153,7 @@ def test_a_block_that_does_not_pack_travels_raw_beside_delta_blocks():
     new[32:] = RNG.integers(0, 2**32, (32, 1024), dtype=np.uint32).view(np.float32)
     blocks = list(delta_blocks(new, base, 2, block_bytes=64 * 1024))
     assert [h[0] for h in _block_heads(blocks)] == [0, 0, 1, 1]
-    raw = blocks[-1][delta_mod._HEAD.size:]
+    raw = blocks[-1][delta_frames._HEAD.size:]
     assert raw.tobytes() == new.reshape(-1).view(np.uint8)[-64 * 1024:].tobytes()
     assert decode_delta(blocks, base, 2).tobytes() == new.tobytes()
 
@@ -164,7 +163,7 @@ def test_one_corrupt_block_fails_clearly_and_a_missing_one_too():
     new = _adam_like(base)
     blocks = list(delta_blocks(new, base, 6, block_bytes=64 * 1024))
     bad = [b.copy() for b in blocks]
-    bad[2][delta_mod._HEAD.size + 10] ^= 0x40  # one bit of the third block's body
+    bad[2][delta_frames._HEAD.size + 10] ^= 0x40  # one bit of the third block's body
     with pytest.raises(errors.DataLossError, match="checksum"):
         decode_delta(bad, base, 6)
     bad = [b.copy() for b in blocks]
