@@ -150,9 +150,10 @@ class _Partial:
 class _Blocks:
     """A delta answer being received block by block: its frames so far."""
 
-    __slots__ = ("frames", "nbytes", "size", "version")
+    __slots__ = ("frames", "landing", "nbytes", "size", "version")
 
     def __init__(self, version: int, nbytes: int) -> None:
+        self.landing: np.ndarray | None = None  # where a raw block is being received
         self.version = version
         self.nbytes = nbytes  # the decoded tensor's size
         self.size = 0
@@ -224,17 +225,14 @@ class Assembler:
                 f"bytes, over the limit of {self._max_bytes}")
         return dt, shape, nbytes
 
-    def _block(self, chunk: Any) -> tuple[int, Any] | None:
-        """A block frame of a delta answer streamed block by block: kept until the last, which
-        completes the answer as a ``Versioned`` list of block frames (decoded by the consumer
-        against the version it named)."""
+    def _blocks_of(self, chunk: Any, nbytes: int) -> _Blocks:
+        """The delta answer a block chunk of ``nbytes`` belongs to (made after checking the
+        header if new), with the block counted against the answer's bound."""
         i = chunk.index
         entry = self._blocks.get(i)
         if entry is None:
-            nbytes = self._header(chunk)[2]
-            entry = self._blocks[i] = _Blocks(chunk.version, nbytes)
-        data = np.frombuffer(chunk.data, dtype=np.uint8)
-        entry.size += data.size
+            entry = self._blocks[i] = _Blocks(chunk.version, self._header(chunk)[2])
+        entry.size += nbytes
         if chunk.version != entry.version or not chunk.delta:
             raise errors.DataLossError(f"RecvTensor stream for key {i}{self._from()} mixes "
                                        "blocks of different answers")
@@ -242,18 +240,25 @@ class Assembler:
             raise errors.DataLossError(f"RecvTensor stream for key {i}{self._from()} sends "
                                        f"{entry.size} bytes of blocks for a tensor of "
                                        f"{entry.nbytes}")
-        entry.frames.append(data)
+        return entry
+
+    def _block(self, chunk: Any, entry: _Blocks, frame: np.ndarray) -> tuple[int, Any] | None:
+        """A block frame of a delta answer streamed block by block: kept until the last, which
+        completes the answer as a ``Versioned`` list of block frames (decoded by the consumer
+        against the version it named)."""
+        entry.frames.append(frame)
         if not chunk.delta_last:
             return None
-        del self._blocks[i]
-        return i, Versioned(entry.version, entry.frames, True)
+        del self._blocks[chunk.index]
+        return chunk.index, Versioned(entry.version, entry.frames, True)
 
     def add(self, chunk: Any) -> tuple[int, Any] | None:
         i = chunk.index
         if chunk.is_dead:
             return i, DEAD
         if chunk.delta_block:
-            return self._block(chunk)
+            frame = np.frombuffer(chunk.data, dtype=np.uint8)
+            return self._block(chunk, self._blocks_of(chunk, frame.size), frame)
         if chunk.HasField("inline"):
             value = serde.tensor_from_proto(chunk.inline)
             return i, Versioned(chunk.version, value, chunk.delta) if chunk.version else value
@@ -286,6 +291,10 @@ class Assembler:
             DataLossError, ResourceExhaustedError: a bad header or piece; nothing is allocated
                 for a declared size over the limit.
         """
+        if chunk.delta_block:  # a block frame of a streamed delta answer: a buffer of its own
+            blocks = self._blocks_of(chunk, nbytes)
+            blocks.landing = np.empty(nbytes, np.uint8)
+            return memoryview(blocks.landing)  # type: ignore[arg-type]
         entry = self._start(chunk)
         if chunk.offset != entry.reserved or entry.reserved + nbytes > len(entry.buf):
             raise errors.DataLossError(
@@ -297,6 +306,13 @@ class Assembler:
 
     def landed(self, chunk: Any, nbytes: int) -> tuple[int, Any] | None:
         """A raw piece given by ``target`` has been received."""
+        if chunk.delta_block:
+            blocks = self._blocks.get(chunk.index)
+            if blocks is None or blocks.landing is None or blocks.landing.size != nbytes:
+                raise errors.DataLossError(f"RecvTensor stream for key {chunk.index}"
+                                           f"{self._from()}: raw block for no delta answer")
+            frame, blocks.landing = blocks.landing, None
+            return self._block(chunk, blocks, frame)
         entry = self._partial.get(chunk.index)
         if entry is None:
             raise errors.DataLossError(f"RecvTensor stream for key {chunk.index}{self._from()}: "

@@ -236,28 +236,42 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     @staticmethod
     async def _send_blocks(out: _Outbox, rid: int, index: int, value: Any,
-                           stream: delta.DeltaStream) -> None:
-        """Put a delta answer on the wire block by block: the next block is encoded (off the
-        loop) while the one before it is queued and sent, so encoding overlaps the link."""
+                           stream: delta.DeltaStream, raw: bool) -> None:
+        """Put a delta answer on the wire block by block: one worker thread encodes the blocks
+        and hands each to the loop as it is made, so encoding overlaps the link (the blocks'
+        bytes go beside their messages when ``raw``, else inside them)."""
         loop = asyncio.get_running_loop()
         dtype: Any = serde.dtype_to_enum(value.dtype)
         shape = serde.shape_to_proto(TensorShape(value.shape))
-        pending = loop.run_in_executor(None, stream.next_block)
+        made: asyncio.Queue[Any] = asyncio.Queue()
+
+        def encode() -> None:
+            try:
+                for _ in range(stream.count):
+                    loop.call_soon_threadsafe(made.put_nowait, stream.next_block())
+            except Exception as exc:  # noqa: BLE001 - handed to the loop, which raises it
+                loop.call_soon_threadsafe(made.put_nowait, exc)
+
+        work = loop.run_in_executor(None, encode)
         try:
             for k in range(stream.count):
-                block = await pending
-                if k + 1 < stream.count:
-                    pending = loop.run_in_executor(None, stream.next_block)
-                await out.put(worker_pb2.RecvTensorStreamResponse(
-                    request_id=rid, chunks=[worker_pb2.RecvTensorChunk(
-                        index=index, dtype=dtype, shape=shape, data=block.tobytes(),
-                        delta=True, delta_block=True, version=stream.version,
-                        delta_last=k + 1 == stream.count)]))
+                block = await made.get()
+                if isinstance(block, Exception):
+                    raise block
+                meta = worker_pb2.RecvTensorChunk(
+                    index=index, dtype=dtype, shape=shape, delta=True, delta_block=True,
+                    version=stream.version, delta_last=k + 1 == stream.count)
+                if raw:
+                    await out.put(RawFrame(worker_pb2.RecvTensorStreamResponse(
+                        request_id=rid, chunk=meta), memoryview(block)))
+                else:
+                    meta.data = block.tobytes()
+                    await out.put(worker_pb2.RecvTensorStreamResponse(request_id=rid,
+                                                                      chunks=[meta]))
         finally:
-            # a request that went away mid-answer leaves a block being encoded: its result
-            # (or error) is dropped
-            if not pending.done():
-                pending.add_done_callback(lambda f: f.cancelled() or f.exception())
+            # a request that went away mid-answer leaves the encoder to finish on its own
+            if not work.done():
+                work.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     async def RecvTensorStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         """Many RecvTensor calls over one stream; chunks carry their request's id."""
@@ -323,7 +337,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                                 None, self.deltas.begin, req.keys[i], value,
                                 want.have_version, want.codec, want.level)
                             if isinstance(answer, delta.DeltaStream):
-                                await self._send_blocks(out, rid, i, value, answer)
+                                await self._send_blocks(out, rid, i, value, answer, raw)
                                 continue
                             value, version, is_delta = answer.payload, answer.version, False
                         for chunk in tensors.encode(i, value, use_shm, self.pool, raw, version,
