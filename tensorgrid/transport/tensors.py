@@ -15,6 +15,7 @@ last flagged ``delta_last``, and is handed on as a ``Versioned`` list of the fra
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -153,7 +154,9 @@ class _Blocks:
     __slots__ = ("frames", "landing", "nbytes", "size", "version")
 
     def __init__(self, version: int, nbytes: int) -> None:
-        self.landing: np.ndarray | None = None  # where a raw block is being received
+        # where raw blocks are being received, in order (the next may be given out before
+        # the one before it is reported landed)
+        self.landing: deque[np.ndarray] = deque()
         self.version = version
         self.nbytes = nbytes  # the decoded tensor's size
         self.size = 0
@@ -292,9 +295,9 @@ class Assembler:
                 for a declared size over the limit.
         """
         if chunk.delta_block:  # a block frame of a streamed delta answer: a buffer of its own
-            blocks = self._blocks_of(chunk, nbytes)
-            blocks.landing = np.empty(nbytes, np.uint8)
-            return memoryview(blocks.landing)  # type: ignore[arg-type]
+            landing = np.empty(nbytes, np.uint8)
+            self._blocks_of(chunk, nbytes).landing.append(landing)
+            return memoryview(landing)  # type: ignore[arg-type]
         entry = self._start(chunk)
         if chunk.offset != entry.reserved or entry.reserved + nbytes > len(entry.buf):
             raise errors.DataLossError(
@@ -308,11 +311,10 @@ class Assembler:
         """A raw piece given by ``target`` has been received."""
         if chunk.delta_block:
             blocks = self._blocks.get(chunk.index)
-            if blocks is None or blocks.landing is None or blocks.landing.size != nbytes:
+            if blocks is None or not blocks.landing or blocks.landing[0].size != nbytes:
                 raise errors.DataLossError(f"RecvTensor stream for key {chunk.index}"
                                            f"{self._from()}: raw block for no delta answer")
-            frame, blocks.landing = blocks.landing, None
-            return self._block(chunk, blocks, frame)
+            return self._block(chunk, blocks, blocks.landing.popleft())
         entry = self._partial.get(chunk.index)
         if entry is None:
             raise errors.DataLossError(f"RecvTensor stream for key {chunk.index}{self._from()}: "

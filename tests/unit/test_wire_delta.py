@@ -440,10 +440,10 @@ def test_the_delta_setting_reaches_the_session_over_grpc():
 # ------------------------------------------------------------------------- across real tasks
 
 def _train(wire: tf.WireCompression | None, steps: int = 24, fail_at: int = 10,
-           settings: ClientSettings | None = None):
-    """An MLP with its variables on a ps Server, trained with Adam from a worker Server over
-    gRPC, with one step at ``fail_at`` that fails after its pulls; returns the weights, the
-    losses, the plan's delta rows and the ps's delta counters."""
+           settings: ClientSettings | None = None, hidden: int = 256):
+    """An MLP (96-``hidden``-10) with its variables on a ps Server, trained with Adam from a
+    worker Server over gRPC, with one step at ``fail_at`` that fails after its pulls; returns
+    the weights, the losses, the plan's delta rows and the ps's delta counters."""
     spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}"],
                         "worker": [f"127.0.0.1:{free_port()}"]})
     servers = [Server(spec, "ps", 0, settings=settings),
@@ -456,8 +456,10 @@ def _train(wire: tf.WireCompression | None, steps: int = 24, fail_at: int = 10,
             tf.set_random_seed(3)
             with tf.device(replica_device_setter(cluster=spec,
                                                  worker_device="/job:worker/task:0")):
-                w1 = tf.get_variable("w1", [96, 256], initializer=tf.glorot_uniform_initializer())
-                w2 = tf.get_variable("w2", [256, 10], initializer=tf.glorot_uniform_initializer())
+                w1 = tf.get_variable("w1", [96, hidden],
+                                     initializer=tf.glorot_uniform_initializer())
+                w2 = tf.get_variable("w2", [hidden, 10],
+                                     initializer=tf.glorot_uniform_initializer())
                 h = tf.nn.relu(tf.matmul(tf.constant(x), w1))
                 loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits_v2(
                     labels=tf.constant(y), logits=tf.matmul(h, w2)))
@@ -529,3 +531,16 @@ def test_deltas_travel_over_grpc_streams_and_respect_the_cache_setting():
     assert fulls >= 8 and losses == plain_losses
     for a, b in zip(w, plain_w, strict=True):
         assert a.tobytes() == b.tobytes()
+
+
+def test_a_variable_of_several_blocks_streams_bit_exact_over_both_data_planes():
+    # w1 of 96x1536 float32 (576 KiB): two block frames, each put on the wire as it is made
+    assert 96 * 1536 * 4 > delta_frames.BLOCK_BYTES
+    wire = tf.WireCompression(dtype="", delta="lz4", delta_min_bytes=1024,
+                              delta_cross_host_only=False)
+    plain_w, plain_losses, _, _ = _train(None, 8, 3, hidden=1536)
+    for settings in (None, ClientSettings(data_plane="grpc")):
+        w, losses, _, (deltas, fulls) = _train(wire, 8, 3, settings, hidden=1536)
+        assert deltas > 0 and fulls >= 2 and losses == plain_losses
+        for a, b in zip(w, plain_w, strict=True):
+            assert a.tobytes() == b.tobytes()
