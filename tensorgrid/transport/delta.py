@@ -63,6 +63,9 @@ DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 POOR_RATIO = 0.92
 POOR_WINDOW = 4
 PROBE_EVERY = 16
+# a streamed answer's consecutive block frames share a message until they hold this many bytes
+# (a delta that packs well goes in one message; one that does not, a block a message)
+FLUSH_BYTES = 256 * 1024
 ATTR_CODEC = DELTA_CODEC_ATTR
 ATTR_LEVEL = DELTA_LEVEL_ATTR
 

@@ -8,6 +8,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import numpy as np
+
 from tensorgrid.core import errors, serde
 from tensorgrid.core.rendezvous_key import make_key
 from tensorgrid.core.shapes import TensorShape
@@ -238,8 +240,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     async def _send_blocks(out: _Outbox, rid: int, index: int, value: Any,
                            stream: delta.DeltaStream, raw: bool) -> None:
         """Put a delta answer on the wire block by block: one worker thread encodes the blocks
-        and hands each to the loop as it is made, so encoding overlaps the link (the blocks'
-        bytes go beside their messages when ``raw``, else inside them)."""
+        and hands them to the loop as they are made (a message's worth at a time), so encoding
+        overlaps the link (the blocks' bytes go beside their messages when ``raw``, else inside
+        them)."""
         loop = asyncio.get_running_loop()
         dtype: Any = serde.dtype_to_enum(value.dtype)
         shape = serde.shape_to_proto(TensorShape(value.shape))
@@ -247,20 +250,32 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
         def encode() -> None:
             try:
-                for _ in range(stream.count):
-                    loop.call_soon_threadsafe(made.put_nowait, stream.next_block())
+                # consecutive blocks go in one message until they hold FLUSH_BYTES: a delta
+                # that packs to little is not cut into messages that cost more than its bytes
+                frames: list[Any] = []
+                size = 0
+                for k in range(stream.count):
+                    frames.append(stream.next_block())
+                    size += frames[-1].nbytes
+                    last = k + 1 == stream.count
+                    if size >= delta.FLUSH_BYTES or last:
+                        piece = frames[0] if len(frames) == 1 else np.concatenate(frames)
+                        loop.call_soon_threadsafe(made.put_nowait, (piece, last))
+                        frames, size = [], 0
             except Exception as exc:  # noqa: BLE001 - handed to the loop, which raises it
                 loop.call_soon_threadsafe(made.put_nowait, exc)
 
         work = loop.run_in_executor(None, encode)
         try:
-            for k in range(stream.count):
-                block = await made.get()
-                if isinstance(block, Exception):
-                    raise block
+            last = False
+            while not last:
+                got = await made.get()
+                if isinstance(got, Exception):
+                    raise got
+                block, last = got
                 meta = worker_pb2.RecvTensorChunk(
                     index=index, dtype=dtype, shape=shape, delta=True, delta_block=True,
-                    version=stream.version, delta_last=k + 1 == stream.count)
+                    version=stream.version, delta_last=last)
                 if raw:
                     await out.put(RawFrame(worker_pb2.RecvTensorStreamResponse(
                         request_id=rid, chunk=meta), memoryview(block)))
