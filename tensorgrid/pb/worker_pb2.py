@@ -27,7 +27,7 @@ from tensorgrid.pb import step_stats_pb2 as tensorgrid_dot_pb_dot_step__stats__p
 from tensorgrid.pb import types_pb2 as tensorgrid_dot_pb_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/pb/worker.proto\x12\ntensorgrid\x1a\x19tensorgrid/pb/graph.proto\x1a\x1etensorgrid/pb/step_stats.proto\x1a\x19tensorgrid/pb/types.proto\"\xfd\x01\n\x14RegisterGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\'\n\tgraph_def\x18\x02 \x01(\x0b\x32\x14.tensorgrid.GraphDef\x12>\n\x07\x63luster\x18\x03 \x03(\x0b\x32-.tensorgrid.RegisterGraphRequest.ClusterEntry\x12\x1c\n\x14\x65xpected_incarnation\x18\x04 \x01(\x03\x12\x16\n\x0emaster_address\x18\x05 \x01(\t\x1a.\n\x0c\x43lusterEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"B\n\x15RegisterGraphResponse\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\x03\"F\n\x16\x44\x65registerGraphRequest\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\x12\x16\n\x0esession_handle\x18\x02 \x01(\t\"\x19\n\x17\x44\x65registerGraphResponse\"\x88\x01\n\x0fRunGraphRequest\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\x12\x0f\n\x07step_id\x18\x02 \x01(\x03\x12%\n\x04\x61rgs\x18\x03 \x03(\x0b\x32\x17.tensorgrid.TensorProto\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x03\x12\x13\n\x0btrace_level\x18\x05 \x01(\x05\"v\n\x10RunGraphResponse\x12%\n\x04rets\x18\x01 \x03(\x0b\x32\x17.tensorgrid.TensorProto\x12\x10\n\x08ret_keys\x18\x02 \x03(\t\x12)\n\nstep_stats\x18\x03 \x01(\x0b\x32\x15.tensorgrid.StepStats\"j\n\x11RecvTensorRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x0c\n\x04keys\x18\x02 \x03(\t\x12\x0f\n\x07host_id\x18\x03 \x01(\t\x12%\n\x06\x64\x65ltas\x18\x04 \x03(\x0b\x32\x15.tensorgrid.DeltaWant\"N\n\tDeltaWant\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x14\n\x0chave_version\x18\x02 \x01(\x04\x12\r\n\x05\x63odec\x18\x03 \x01(\t\x12\r\n\x05level\x18\x04 \x01(\x05\"\x8f\x02\n\x0fRecvTensorChunk\x12\r\n\x05index\x18\x01 \x01(\x05\x12\'\n\x06inline\x18\x02 \x01(\x0b\x32\x17.tensorgrid.TensorProto\x12#\n\x05\x64type\x18\x03 \x01(\x0e\x32\x14.tensorgrid.DataType\x12+\n\x05shape\x18\x04 \x01(\x0b\x32\x1c.tensorgrid.TensorShapeProto\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0e\n\x06offset\x18\x06 \x01(\x03\x12\x10\n\x08shm_name\x18\x07 \x01(\t\x12\x11\n\tshm_lease\x18\x08 \x01(\x03\x12\x0f\n\x07is_dead\x18\t \x01(\x08\x12\x0f\n\x07version\x18\n \x01(\x04\x12\r\n\x05\x64\x65lta\x18\x0b \x01(\x08\")\n\nShmRelease\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\x03\"h\n\x0cStreamStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\n\n\x02op\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\t\x12\x0f\n\x07\x64\x65rived\x18\x06 \x01(\x08\"Y\n\x15RunGraphStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12,\n\x07request\x18\x02 \x01(\x0b\x32\x1b.tensorgrid.RunGraphRequest\"\x86\x01\n\x16RunGraphStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12.\n\x08response\x18\x02 \x01(\x0b\x32\x1c.tensorgrid.RunGraphResponse\x12(\n\x06status\x18\x03 \x01(\x0b\x32\x18.tensorgrid.StreamStatus\"\x97\x01\n\x17RecvTensorStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12.\n\x07request\x18\x02 \x01(\x0b\x32\x1d.tensorgrid.RecvTensorRequest\x12\x0e\n\x06\x63\x61ncel\x18\x03 \x01(\x08\x12(\n\x08releases\x18\x04 \x03(\x0b\x32\x16.tensorgrid.ShmRelease\"\xb1\x01\n\x18RecvTensorStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12*\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x1b.tensorgrid.RecvTensorChunk\x12+\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x1b.tensorgrid.RecvTensorChunk\x12(\n\x06status\x18\x03 \x01(\x0b\x32\x18.tensorgrid.StreamStatus\"&\n\x13\x43leanupGraphRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\"\x16\n\x14\x43leanupGraphResponse\">\n\x0c\x41\x62ortRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x0f\n\rAbortResponse\"+\n\x10GetStatusRequest\x12\x17\n\x0finclude_metrics\x18\x01 \x01(\x08\"5\n\x10\x44\x65viceAttributes\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65vice_type\x18\x02 \x01(\t\"\xe6\x01\n\x11GetStatusResponse\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\x03\x12\x0f\n\x07host_id\x18\x03 \x01(\t\x12-\n\x07\x64\x65vices\x18\x04 \x03(\x0b\x32\x1c.tensorgrid.DeviceAttributes\x12\x0e\n\x06graphs\x18\x05 \x01(\x05\x12\x12\n\nlive_steps\x18\x06 \x01(\x05\x12\x11\n\tsteps_run\x18\x07 \x01(\x03\x12\x10\n\x08uptime_s\x18\x08 \x01(\x01\x12\x14\n\x0c\x64\x61ta_address\x18\t \x01(\t\x12\x0f\n\x07metrics\x18\n \x01(\t\"\"\n\x0cResetRequest\x12\x12\n\ncontainers\x18\x01 \x03(\t\"\x0f\n\rResetResponse2\x9a\x05\n\rWorkerService\x12H\n\tGetStatus\x12\x1c.tensorgrid.GetStatusRequest\x1a\x1d.tensorgrid.GetStatusResponse\x12T\n\rRegisterGraph\x12 .tensorgrid.RegisterGraphRequest\x1a!.tensorgrid.RegisterGraphResponse\x12Z\n\x0f\x44\x65registerGraph\x12\".tensorgrid.DeregisterGraphRequest\x1a#.tensorgrid.DeregisterGraphResponse\x12[\n\x0eRunGraphStream\x12!.tensorgrid.RunGraphStreamRequest\x1a\".tensorgrid.RunGraphStreamResponse(\x01\x30\x01\x12\x61\n\x10RecvTensorStream\x12#.tensorgrid.RecvTensorStreamRequest\x1a$.tensorgrid.RecvTensorStreamResponse(\x01\x30\x01\x12Q\n\x0c\x43leanupGraph\x12\x1f.tensorgrid.CleanupGraphRequest\x1a .tensorgrid.CleanupGraphResponse\x12<\n\x05\x41\x62ort\x12\x18.tensorgrid.AbortRequest\x1a\x19.tensorgrid.AbortResponse\x12<\n\x05Reset\x12\x18.tensorgrid.ResetRequest\x1a\x19.tensorgrid.ResetResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atensorgrid/pb/worker.proto\x12\ntensorgrid\x1a\x19tensorgrid/pb/graph.proto\x1a\x1etensorgrid/pb/step_stats.proto\x1a\x19tensorgrid/pb/types.proto\"\xfd\x01\n\x14RegisterGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\'\n\tgraph_def\x18\x02 \x01(\x0b\x32\x14.tensorgrid.GraphDef\x12>\n\x07\x63luster\x18\x03 \x03(\x0b\x32-.tensorgrid.RegisterGraphRequest.ClusterEntry\x12\x1c\n\x14\x65xpected_incarnation\x18\x04 \x01(\x03\x12\x16\n\x0emaster_address\x18\x05 \x01(\t\x1a.\n\x0c\x43lusterEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"B\n\x15RegisterGraphResponse\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\x03\"F\n\x16\x44\x65registerGraphRequest\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\x12\x16\n\x0esession_handle\x18\x02 \x01(\t\"\x19\n\x17\x44\x65registerGraphResponse\"\x88\x01\n\x0fRunGraphRequest\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\x12\x0f\n\x07step_id\x18\x02 \x01(\x03\x12%\n\x04\x61rgs\x18\x03 \x03(\x0b\x32\x17.tensorgrid.TensorProto\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x03\x12\x13\n\x0btrace_level\x18\x05 \x01(\x05\"v\n\x10RunGraphResponse\x12%\n\x04rets\x18\x01 \x03(\x0b\x32\x17.tensorgrid.TensorProto\x12\x10\n\x08ret_keys\x18\x02 \x03(\t\x12)\n\nstep_stats\x18\x03 \x01(\x0b\x32\x15.tensorgrid.StepStats\"j\n\x11RecvTensorRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x0c\n\x04keys\x18\x02 \x03(\t\x12\x0f\n\x07host_id\x18\x03 \x01(\t\x12%\n\x06\x64\x65ltas\x18\x04 \x03(\x0b\x32\x15.tensorgrid.DeltaWant\"N\n\tDeltaWant\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x14\n\x0chave_version\x18\x02 \x01(\x04\x12\r\n\x05\x63odec\x18\x03 \x01(\t\x12\r\n\x05level\x18\x04 \x01(\x05\"\xb8\x02\n\x0fRecvTensorChunk\x12\r\n\x05index\x18\x01 \x01(\x05\x12\'\n\x06inline\x18\x02 \x01(\x0b\x32\x17.tensorgrid.TensorProto\x12#\n\x05\x64type\x18\x03 \x01(\x0e\x32\x14.tensorgrid.DataType\x12+\n\x05shape\x18\x04 \x01(\x0b\x32\x1c.tensorgrid.TensorShapeProto\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0e\n\x06offset\x18\x06 \x01(\x03\x12\x10\n\x08shm_name\x18\x07 \x01(\t\x12\x11\n\tshm_lease\x18\x08 \x01(\x03\x12\x0f\n\x07is_dead\x18\t \x01(\x08\x12\x0f\n\x07version\x18\n \x01(\x04\x12\r\n\x05\x64\x65lta\x18\x0b \x01(\x08\x12\x13\n\x0b\x64\x65lta_block\x18\x0c \x01(\x08\x12\x12\n\ndelta_last\x18\r \x01(\x08\")\n\nShmRelease\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\x03\"h\n\x0cStreamStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\n\n\x02op\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\t\x12\x0f\n\x07\x64\x65rived\x18\x06 \x01(\x08\"Y\n\x15RunGraphStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12,\n\x07request\x18\x02 \x01(\x0b\x32\x1b.tensorgrid.RunGraphRequest\"\x86\x01\n\x16RunGraphStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12.\n\x08response\x18\x02 \x01(\x0b\x32\x1c.tensorgrid.RunGraphResponse\x12(\n\x06status\x18\x03 \x01(\x0b\x32\x18.tensorgrid.StreamStatus\"\x97\x01\n\x17RecvTensorStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12.\n\x07request\x18\x02 \x01(\x0b\x32\x1d.tensorgrid.RecvTensorRequest\x12\x0e\n\x06\x63\x61ncel\x18\x03 \x01(\x08\x12(\n\x08releases\x18\x04 \x03(\x0b\x32\x16.tensorgrid.ShmRelease\"\xb1\x01\n\x18RecvTensorStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12*\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x1b.tensorgrid.RecvTensorChunk\x12+\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x1b.tensorgrid.RecvTensorChunk\x12(\n\x06status\x18\x03 \x01(\x0b\x32\x18.tensorgrid.StreamStatus\"&\n\x13\x43leanupGraphRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\"\x16\n\x14\x43leanupGraphResponse\">\n\x0c\x41\x62ortRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x0f\n\rAbortResponse\"+\n\x10GetStatusRequest\x12\x17\n\x0finclude_metrics\x18\x01 \x01(\x08\"5\n\x10\x44\x65viceAttributes\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65vice_type\x18\x02 \x01(\t\"\xe6\x01\n\x11GetStatusResponse\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x13\n\x0bincarnation\x18\x02 \x01(\x03\x12\x0f\n\x07host_id\x18\x03 \x01(\t\x12-\n\x07\x64\x65vices\x18\x04 \x03(\x0b\x32\x1c.tensorgrid.DeviceAttributes\x12\x0e\n\x06graphs\x18\x05 \x01(\x05\x12\x12\n\nlive_steps\x18\x06 \x01(\x05\x12\x11\n\tsteps_run\x18\x07 \x01(\x03\x12\x10\n\x08uptime_s\x18\x08 \x01(\x01\x12\x14\n\x0c\x64\x61ta_address\x18\t \x01(\t\x12\x0f\n\x07metrics\x18\n \x01(\t\"\"\n\x0cResetRequest\x12\x12\n\ncontainers\x18\x01 \x03(\t\"\x0f\n\rResetResponse2\x9a\x05\n\rWorkerService\x12H\n\tGetStatus\x12\x1c.tensorgrid.GetStatusRequest\x1a\x1d.tensorgrid.GetStatusResponse\x12T\n\rRegisterGraph\x12 .tensorgrid.RegisterGraphRequest\x1a!.tensorgrid.RegisterGraphResponse\x12Z\n\x0f\x44\x65registerGraph\x12\".tensorgrid.DeregisterGraphRequest\x1a#.tensorgrid.DeregisterGraphResponse\x12[\n\x0eRunGraphStream\x12!.tensorgrid.RunGraphStreamRequest\x1a\".tensorgrid.RunGraphStreamResponse(\x01\x30\x01\x12\x61\n\x10RecvTensorStream\x12#.tensorgrid.RecvTensorStreamRequest\x1a$.tensorgrid.RecvTensorStreamResponse(\x01\x30\x01\x12Q\n\x0c\x43leanupGraph\x12\x1f.tensorgrid.CleanupGraphRequest\x1a .tensorgrid.CleanupGraphResponse\x12<\n\x05\x41\x62ort\x12\x18.tensorgrid.AbortRequest\x1a\x19.tensorgrid.AbortResponse\x12<\n\x05Reset\x12\x18.tensorgrid.ResetRequest\x1a\x19.tensorgrid.ResetResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -55,37 +55,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELTAWANT']._serialized_start=918
   _globals['_DELTAWANT']._serialized_end=996
   _globals['_RECVTENSORCHUNK']._serialized_start=999
-  _globals['_RECVTENSORCHUNK']._serialized_end=1270
-  _globals['_SHMRELEASE']._serialized_start=1272
-  _globals['_SHMRELEASE']._serialized_end=1313
-  _globals['_STREAMSTATUS']._serialized_start=1315
-  _globals['_STREAMSTATUS']._serialized_end=1419
-  _globals['_RUNGRAPHSTREAMREQUEST']._serialized_start=1421
-  _globals['_RUNGRAPHSTREAMREQUEST']._serialized_end=1510
-  _globals['_RUNGRAPHSTREAMRESPONSE']._serialized_start=1513
-  _globals['_RUNGRAPHSTREAMRESPONSE']._serialized_end=1647
-  _globals['_RECVTENSORSTREAMREQUEST']._serialized_start=1650
-  _globals['_RECVTENSORSTREAMREQUEST']._serialized_end=1801
-  _globals['_RECVTENSORSTREAMRESPONSE']._serialized_start=1804
-  _globals['_RECVTENSORSTREAMRESPONSE']._serialized_end=1981
-  _globals['_CLEANUPGRAPHREQUEST']._serialized_start=1983
-  _globals['_CLEANUPGRAPHREQUEST']._serialized_end=2021
-  _globals['_CLEANUPGRAPHRESPONSE']._serialized_start=2023
-  _globals['_CLEANUPGRAPHRESPONSE']._serialized_end=2045
-  _globals['_ABORTREQUEST']._serialized_start=2047
-  _globals['_ABORTREQUEST']._serialized_end=2109
-  _globals['_ABORTRESPONSE']._serialized_start=2111
-  _globals['_ABORTRESPONSE']._serialized_end=2126
-  _globals['_GETSTATUSREQUEST']._serialized_start=2128
-  _globals['_GETSTATUSREQUEST']._serialized_end=2171
-  _globals['_DEVICEATTRIBUTES']._serialized_start=2173
-  _globals['_DEVICEATTRIBUTES']._serialized_end=2226
-  _globals['_GETSTATUSRESPONSE']._serialized_start=2229
-  _globals['_GETSTATUSRESPONSE']._serialized_end=2459
-  _globals['_RESETREQUEST']._serialized_start=2461
-  _globals['_RESETREQUEST']._serialized_end=2495
-  _globals['_RESETRESPONSE']._serialized_start=2497
-  _globals['_RESETRESPONSE']._serialized_end=2512
-  _globals['_WORKERSERVICE']._serialized_start=2515
-  _globals['_WORKERSERVICE']._serialized_end=3181
+  _globals['_RECVTENSORCHUNK']._serialized_end=1311
+  _globals['_SHMRELEASE']._serialized_start=1313
+  _globals['_SHMRELEASE']._serialized_end=1354
+  _globals['_STREAMSTATUS']._serialized_start=1356
+  _globals['_STREAMSTATUS']._serialized_end=1460
+  _globals['_RUNGRAPHSTREAMREQUEST']._serialized_start=1462
+  _globals['_RUNGRAPHSTREAMREQUEST']._serialized_end=1551
+  _globals['_RUNGRAPHSTREAMRESPONSE']._serialized_start=1554
+  _globals['_RUNGRAPHSTREAMRESPONSE']._serialized_end=1688
+  _globals['_RECVTENSORSTREAMREQUEST']._serialized_start=1691
+  _globals['_RECVTENSORSTREAMREQUEST']._serialized_end=1842
+  _globals['_RECVTENSORSTREAMRESPONSE']._serialized_start=1845
+  _globals['_RECVTENSORSTREAMRESPONSE']._serialized_end=2022
+  _globals['_CLEANUPGRAPHREQUEST']._serialized_start=2024
+  _globals['_CLEANUPGRAPHREQUEST']._serialized_end=2062
+  _globals['_CLEANUPGRAPHRESPONSE']._serialized_start=2064
+  _globals['_CLEANUPGRAPHRESPONSE']._serialized_end=2086
+  _globals['_ABORTREQUEST']._serialized_start=2088
+  _globals['_ABORTREQUEST']._serialized_end=2150
+  _globals['_ABORTRESPONSE']._serialized_start=2152
+  _globals['_ABORTRESPONSE']._serialized_end=2167
+  _globals['_GETSTATUSREQUEST']._serialized_start=2169
+  _globals['_GETSTATUSREQUEST']._serialized_end=2212
+  _globals['_DEVICEATTRIBUTES']._serialized_start=2214
+  _globals['_DEVICEATTRIBUTES']._serialized_end=2267
+  _globals['_GETSTATUSRESPONSE']._serialized_start=2270
+  _globals['_GETSTATUSRESPONSE']._serialized_end=2500
+  _globals['_RESETREQUEST']._serialized_start=2502
+  _globals['_RESETREQUEST']._serialized_end=2536
+  _globals['_RESETRESPONSE']._serialized_start=2538
+  _globals['_RESETRESPONSE']._serialized_end=2553
+  _globals['_WORKERSERVICE']._serialized_start=2556
+  _globals['_WORKERSERVICE']._serialized_end=3222
 # @@protoc_insertion_point(module_scope)

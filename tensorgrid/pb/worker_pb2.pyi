@@ -99,7 +99,7 @@ class DeltaWant(_message.Message):
     def __init__(self, index: _Optional[int] = ..., have_version: _Optional[int] = ..., codec: _Optional[str] = ..., level: _Optional[int] = ...) -> None: ...
 
 class RecvTensorChunk(_message.Message):
-    __slots__ = ("index", "inline", "dtype", "shape", "data", "offset", "shm_name", "shm_lease", "is_dead", "version", "delta")
+    __slots__ = ("index", "inline", "dtype", "shape", "data", "offset", "shm_name", "shm_lease", "is_dead", "version", "delta", "delta_block", "delta_last")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     INLINE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,8 @@ class RecvTensorChunk(_message.Message):
     IS_DEAD_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
+    DELTA_BLOCK_FIELD_NUMBER: _ClassVar[int]
+    DELTA_LAST_FIELD_NUMBER: _ClassVar[int]
     index: int
     inline: _types_pb2.TensorProto
     dtype: _types_pb2.DataType
@@ -122,7 +124,9 @@ class RecvTensorChunk(_message.Message):
     is_dead: bool
     version: int
     delta: bool
-    def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ..., shm_lease: _Optional[int] = ..., is_dead: _Optional[bool] = ..., version: _Optional[int] = ..., delta: _Optional[bool] = ...) -> None: ...
+    delta_block: bool
+    delta_last: bool
+    def __init__(self, index: _Optional[int] = ..., inline: _Optional[_Union[_types_pb2.TensorProto, _Mapping]] = ..., dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_types_pb2.TensorShapeProto, _Mapping]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., shm_name: _Optional[str] = ..., shm_lease: _Optional[int] = ..., is_dead: _Optional[bool] = ..., version: _Optional[int] = ..., delta: _Optional[bool] = ..., delta_block: _Optional[bool] = ..., delta_last: _Optional[bool] = ...) -> None: ...
 
 class ShmRelease(_message.Message):
     __slots__ = ("name", "lease")

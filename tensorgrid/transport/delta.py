@@ -13,6 +13,8 @@ The protocol, for a key the partitioner marked (``_wire_delta`` on its Send/Recv
   copies: a variable's buffer is updated in place), each with a version id. If it holds the named
   version and the delta frame is smaller than the raw bytes, it answers with the frame, else with
   the tensor itself; either answer carries the new version id, and both sides cache the new value.
+* A delta answer travels as block frames (``delta_frames.py``), each put on the wire while the
+  next is encoded (``DeltaStream``); a key whose deltas pack poorly travels whole for a while.
 * A mismatch (either side restarted, a step aborted, an entry evicted) costs one full send:
   the consumer decodes only against the exact version the frame names, and a frame checks its
   base version, its checksum and its size, so no state can go wrong silently.
@@ -25,17 +27,14 @@ big tensors (blosc2 and numpy release the GIL).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import secrets
-import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import google_crc32c
 import numpy as np
 
 from tensorgrid.compiler.wire import DELTA_CODEC_ATTR, DELTA_CODECS, DELTA_LEVEL_ATTR
@@ -43,7 +42,12 @@ from tensorgrid.core import dtypes, errors
 from tensorgrid.core.device import task_of
 from tensorgrid.core.ir import NodeDef
 from tensorgrid.core.rendezvous_key import make_key, parse_key
-from tensorgrid.kernels import wire_codec
+from tensorgrid.transport.delta_frames import (
+    BLOCK_BYTES,
+    decode_delta,
+    delta_blocks,
+    encode_delta,
+)
 
 # versions of a key the producer keeps: one step aborted between send and receive must not
 # force a full send
@@ -53,30 +57,17 @@ MAX_DELTA_BYTES = 1 << 30
 # what a task keeps on each side by default (the setting ``wire_delta_cache_bytes``): a trainer's
 # pulled weights, two versions of each on the sender, need far less for a model of a few layers
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
-# magic, crc32c of the blosc2 chunk, the chunk's length, base version
-_HEAD = struct.Struct("<4sIQQ")
-MAGIC = b"TGD2"
+# per-key adaptivity: when the last POOR_WINDOW deltas of a key averaged more than POOR_RATIO of
+# its raw size, the key is sent whole (no encoding, no decoding) for PROBE_EVERY answers, then a
+# delta is tried again: a delta that saves little costs more CPU and latency than it saves
+POOR_RATIO = 0.92
+POOR_WINDOW = 4
+PROBE_EVERY = 16
+# a streamed answer's consecutive block frames share a message until they hold this many bytes
+# (a delta that packs well goes in one message; one that does not, a block a message)
+FLUSH_BYTES = 256 * 1024
 ATTR_CODEC = DELTA_CODEC_ATTR
 ATTR_LEVEL = DELTA_LEVEL_ATTR
-_CODECS = {"lz4": "LZ4", "zstd": "ZSTD"}
-
-
-@functools.cache
-def _blosc2() -> Any:
-    """blosc2, imported on the first delta: ~0.35 s that a task which never sends or receives
-    one does not pay."""
-    import blosc2  # lazy: a heavy optional dependency (and it loads a network library)
-
-    return blosc2
-
-
-def _crc(buf: np.ndarray) -> int:
-    return int(google_crc32c.value(np.ascontiguousarray(buf)))  # type: ignore[arg-type]
-
-
-def _bits(a: np.ndarray) -> np.ndarray:
-    """``a``'s elements as unsigned integers of the same size (a view)."""
-    return a.reshape(-1).view(f"<u{a.itemsize}")
 
 
 def deltable(value: Any) -> bool:
@@ -89,76 +80,6 @@ def deltable(value: Any) -> bool:
         return dtypes.as_dtype(value.dtype).is_floating
     except TypeError:
         return False
-
-
-def encode_delta(new: np.ndarray, base: np.ndarray, base_version: int, codec: str = "lz4",
-                 level: int = 1) -> np.ndarray:
-    """The delta frame (uint8 vector) that turns ``base`` into ``new``: XOR of their bits, byte
-    shuffle at the element size, then ``codec`` (one blosc2 chunk, one thread). Frames of
-    ``wire_codec.PAD_FROM`` bytes or more are padded like the lossless codec's, so the
-    consumer's receive buffers are reused from pull to pull.
-
-    Raises:
-        ValueError: the two differ in dtype or shape, or the codec is unknown.
-    """
-    if new.dtype != base.dtype or new.shape != base.shape:
-        raise ValueError(f"a delta needs equal types and shapes, got {new.dtype}{new.shape} "
-                         f"and {base.dtype}{base.shape}")
-    if codec not in DELTA_CODECS:
-        raise ValueError(f"a delta codec is one of {', '.join(DELTA_CODECS)}, not {codec!r}")
-    blosc2 = _blosc2()
-    x = np.bitwise_xor(_bits(np.ascontiguousarray(new)), _bits(np.ascontiguousarray(base)))
-    chunk = blosc2.compress2(x, codec=blosc2.Codec[_CODECS[codec]], clevel=int(level),
-                             typesize=new.itemsize, filters=[blosc2.Filter.SHUFFLE],
-                             filters_meta=[0], nthreads=1)
-    body = np.frombuffer(chunk, np.uint8)
-    used = _HEAD.size + body.size
-    out = np.empty(wire_codec.padded_size(used), np.uint8)
-    out[:_HEAD.size] = np.frombuffer(_HEAD.pack(MAGIC, _crc(body), body.size, base_version),
-                                     np.uint8)
-    out[_HEAD.size:used] = body
-    out[used:] = 0
-    return out
-
-
-def decode_delta(frame: np.ndarray, base: np.ndarray, base_version: int) -> np.ndarray:
-    """The tensor a delta frame makes of ``base`` (a new array; ``base`` is not changed).
-
-    Raises:
-        DataLossError: the frame is not a whole delta frame, names another base version, fails
-            its checksum or does not match the base's size (says which).
-    """
-    buf = np.ascontiguousarray(frame).reshape(-1).view(np.uint8)
-    if buf.size < _HEAD.size:
-        raise errors.DataLossError(f"A delta frame of {buf.size} bytes is shorter than its header")
-    magic, crc, length, version = _HEAD.unpack(buf[:_HEAD.size].tobytes())
-    if magic != MAGIC:
-        raise errors.DataLossError(f"Bytes starting {bytes(magic)!r} are not a delta frame")
-    if version != base_version:
-        raise errors.DataLossError(f"A delta frame against version {version:x} cannot be applied "
-                                   f"to version {base_version:x}")
-    if _HEAD.size + length > buf.size:
-        raise errors.DataLossError(f"A delta frame of {buf.size} bytes is cut short (its chunk "
-                                   f"takes {length})")
-    body = buf[_HEAD.size:_HEAD.size + length]
-    if _crc(body) != crc:
-        raise errors.DataLossError("A delta frame fails its checksum (corrupted on the way)")
-    blosc2 = _blosc2()
-    try:
-        nbytes, cbytes, _ = blosc2.get_cbuffer_sizes(body)
-    except Exception as exc:  # noqa: BLE001 - whatever blosc2 makes of a bad header
-        raise errors.DataLossError(f"A delta frame's chunk has a bad header: {exc}") from None
-    if nbytes != base.nbytes or cbytes != length:
-        raise errors.DataLossError(f"A delta frame of {nbytes} bytes ({cbytes} compressed in "
-                                   f"{length}) does not fit its base of {base.dtype}{base.shape}")
-    out = np.empty_like(base, order="C")
-    bits = _bits(out)
-    try:
-        blosc2.decompress2(body, dst=bits)
-    except Exception as exc:  # noqa: BLE001
-        raise errors.DataLossError(f"A delta frame does not decode: {exc}") from None
-    np.bitwise_xor(bits, _bits(np.ascontiguousarray(base)), out=bits)
-    return out
 
 
 class _Lru:
@@ -281,6 +202,44 @@ def receiver_of(key: str) -> str:
     return task_of(parse_key(key).recv_device)
 
 
+class DeltaStream:
+    """A delta answer made block by block (``DeltaSender.begin``): ``next_block`` encodes the
+    next of its ``count`` block frames (call off the event loop), so the sender puts each on the
+    wire while the next one is encoded; after the last, the producer keeps the value sent under
+    ``version``.
+    The blocks of one answer must be asked for one at a time (from any thread)."""
+
+    def __init__(self, sender: DeltaSender, peer: str, key: str, version: int,
+                 value: np.ndarray, base: np.ndarray, base_version: int, codec: str, level: int,
+                 kept: np.ndarray) -> None:
+        self.peer = peer
+        self.key = key
+        self.version = version
+        self.base = base
+        self.kept = kept
+        self.sent = 0
+        # how many blocks the answer takes (known before any is encoded)
+        self.count = -(-kept.nbytes // BLOCK_BYTES)
+        self._made = 0
+        self._sender = sender
+        self._blocks = delta_blocks(value, base, base_version, codec, level, keep=kept)
+
+    def next_block(self) -> np.ndarray:
+        """The next block frame; after the last of ``count``, the answer is complete.
+
+        Raises:
+            IndexError: all ``count`` blocks were made already.
+        """
+        if self._made == self.count:
+            raise IndexError(f"The delta answer for key {self.key} has only {self.count} blocks")
+        block = next(self._blocks)
+        self._made += 1
+        self.sent += block.nbytes
+        if self._made == self.count:
+            self._sender._finish(self, self.sent)
+        return block
+
+
 class DeltaSender:
     """The producer's side: the last values sent on each delta key, and the answers.
 
@@ -293,15 +252,38 @@ class DeltaSender:
         # random start: a version id of another life of this task is never taken for one of now
         self._ids = itertools.count(secrets.randbits(48) + 1)
         self._marks = _Marks("_Send")
+        # (peer, key) -> [recent delta ratios, answers left to send whole before the next probe]
+        self._fit: dict[tuple[str, str], tuple[list[float], int]] = {}
+        self._fit_lock = threading.Lock()
         self.full_sends = 0
         self.delta_sends = 0
+        self.skipped = 0  # whole answers where a delta could have been tried (poor ratios)
         self.bytes_raw = 0
         self.bytes_sent = 0
 
     def answer(self, key: str, value: np.ndarray, have_version: int, codec: str,
                level: int) -> Answer:
-        """The answer to a consumer that holds ``have_version`` of ``key`` (call off the event
-        loop: it copies and encodes the whole tensor).
+        """The answer to a consumer that holds ``have_version`` of ``key``, whole: a delta frame
+        when it is smaller than the tensor (call off the event loop: it copies and encodes the
+        whole tensor).
+
+        Raises:
+            InvalidArgumentError: an unknown codec or a level out of 1..9.
+        """
+        started = self.begin(key, value, have_version, codec, level)
+        if isinstance(started, Answer):
+            return started
+        frame = encode_delta(value, started.base, have_version, codec, level, keep=started.kept)
+        whole = frame.nbytes >= started.kept.nbytes
+        self._finish(started, frame.nbytes, whole)
+        return Answer(started.version, started.kept if whole else frame, not whole)
+
+    def begin(self, key: str, value: np.ndarray, have_version: int, codec: str,
+              level: int) -> Answer | DeltaStream:
+        """The answer to a consumer that holds ``have_version`` of ``key``: the whole tensor
+        (an ``Answer``: no base, or the key's recent deltas were poor), else a ``DeltaStream``
+        whose blocks are encoded one by one as the sender asks for them (call off the event
+        loop: a whole answer copies the tensor).
 
         Raises:
             InvalidArgumentError: an unknown codec or a level out of 1..9.
@@ -310,21 +292,50 @@ class DeltaSender:
             raise errors.InvalidArgumentError(
                 f"Delta key {key}: codec {codec!r} level {level} (a codec is one of "
                 f"{', '.join(DELTA_CODECS)}, a level 1..9)")
-        new = np.array(value, order="C", copy=True)  # the variable may change under us
+        # the copy kept of what is sent (the variable may change under us), made block by block
+        # inside the encoding when there is a delta to make
+        new = np.empty(value.shape, value.dtype)
         peer = receiver_of(key)
         version = next(self._ids)
         base = self.cache.get(peer, key, have_version) if have_version else None
-        out = Answer(version, new, False)
-        if base is not None and base[1].dtype == new.dtype and base[1].shape == new.shape:
-            frame = encode_delta(new, base[1], have_version, codec, level)
-            if frame.nbytes < new.nbytes:
-                out = Answer(version, frame, True)
+        if base is not None and base[1].dtype == new.dtype and base[1].shape == new.shape \
+                and self._try(peer, key):
+            return DeltaStream(self, peer, key, version, value, base[1], have_version, codec,
+                               level, new)
+        np.copyto(new, value)
+        self.skipped += base is not None
         self.cache.put(peer, key, version, new)
-        self.full_sends += not out.delta
-        self.delta_sends += out.delta
+        self.full_sends += 1
         self.bytes_raw += new.nbytes
-        self.bytes_sent += out.payload.nbytes
-        return out
+        self.bytes_sent += new.nbytes
+        return Answer(version, new, False)
+
+    def _finish(self, stream: DeltaStream, sent: int, whole: bool = False) -> None:
+        """A delta answer is made: keep what it sent, and note how well it packed."""
+        self.cache.put(stream.peer, stream.key, stream.version, stream.kept)
+        self._note(stream.peer, stream.key, sent / stream.kept.nbytes)
+        self.full_sends += whole
+        self.delta_sends += not whole
+        self.bytes_raw += stream.kept.nbytes
+        self.bytes_sent += stream.kept.nbytes if whole else sent
+
+    def _try(self, peer: str, key: str) -> bool:
+        """Whether to try a delta on this key now: not while its recent deltas were poor, except
+        as a probe every ``PROBE_EVERY`` answers."""
+        with self._fit_lock:
+            ratios, wait = self._fit.get((peer, key), ([], 0))
+            if wait:
+                self._fit[(peer, key)] = (ratios, wait - 1)
+            return not wait
+
+    def _note(self, peer: str, key: str, ratio: float) -> None:
+        """Record a delta's size over the raw size; a poor window starts a whole-send spell."""
+        with self._fit_lock:
+            ratios, _ = self._fit.get((peer, key), ([], 0))
+            ratios = [*ratios[-(POOR_WINDOW - 1):], ratio]
+            poor = len(ratios) == POOR_WINDOW and sum(ratios) / POOR_WINDOW > POOR_RATIO
+            # after a poor window, one good probe is enough to resume: keep only it
+            self._fit[(peer, key)] = ([], PROBE_EVERY) if poor else (ratios, 0)
 
     def sync(self, graphs: Mapping[str, Any]) -> None:
         """Follow the task's graph table: the values sent on keys of gone graphs are dropped."""
@@ -335,6 +346,9 @@ class DeltaSender:
     def forget(self, keys: Iterable[str]) -> int:
         """Drop the cached values of ``keys`` (their graph is gone); returns how many."""
         gone = set(keys)
+        with self._fit_lock:
+            for pk in [pk for pk in self._fit if pk[1] in gone]:
+                del self._fit[pk]
         return self.cache.drop(lambda _p, k: k in gone)
 
 
@@ -366,10 +380,12 @@ class DeltaReceiver:
         """(version, value) this consumer holds of ``key`` from ``peer``, or None."""
         return self.cache.get(peer, key)
 
-    def accept(self, peer: str, key: str, version: int, payload: np.ndarray, delta: bool,
+    def accept(self, peer: str, key: str, version: int,
+               payload: np.ndarray | Sequence[np.ndarray], delta: bool,
                base: tuple[int, np.ndarray] | None) -> np.ndarray:
         """The tensor an answer carries (decoded against ``base``, the version named in the
-        request, when it is a delta), cached as ``version`` (call off the event loop).
+        request, when it is a delta: one frame, or the block frames of a streamed answer),
+        cached as ``version`` (call off the event loop).
 
         Raises:
             DataLossError: a delta answer to a request that named no version, or a bad frame.
@@ -378,11 +394,17 @@ class DeltaReceiver:
             if base is None:
                 raise errors.DataLossError(f"Task {peer} sent a delta for key {key} to a "
                                            "consumer that holds no version of it")
-            value = decode_delta(payload, base[1], base[0])
+            # the cached copy (the consumer's kernels own the value they are given) is made
+            # block by block inside the decoding
+            keep = np.empty_like(base[1], order="C")
+            value = decode_delta(payload, base[1], base[0], keep=keep)
             self.decoded += 1
-        else:
-            value = payload
-        if version and deltable(value):
-            # a copy: the consumer's kernels own the value they are given
-            self.cache.put(peer, key, version, np.array(value, order="C", copy=True))
-        return value
+            if version:
+                self.cache.put(peer, key, version, keep)
+            return value
+        if not isinstance(payload, np.ndarray):
+            raise errors.DataLossError(f"Task {peer} sent block frames for key {key} without "
+                                       "marking them a delta")
+        if version and deltable(payload):
+            self.cache.put(peer, key, version, np.array(payload, order="C", copy=True))
+        return payload

@@ -7,12 +7,15 @@ plane the pieces' bytes travel beside their chunks (``RawChunk``, views of the p
 and are received in place (``Assembler.target``); over gRPC they ride in the chunks' ``data``.
 A header may declare up to ``MAX_TENSOR_BYTES``; more is refused before anything is allocated.
 An answer to a delta key (``transport/delta.py``) carries its version (and, for a delta frame, the
-``delta`` flag) on its first chunk; the assembler hands such a tensor on as a ``Versioned``.
+``delta`` flag) on its first chunk; the assembler hands such a tensor on as a ``Versioned``. A
+delta answer streamed block by block (``delta_block``) comes as one chunk per block frame, the
+last flagged ``delta_last``, and is handed on as a ``Versioned`` list of the frames.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +35,9 @@ CHUNK_BYTES = 4 * 1024 * 1024
 BIG_RESULT_BYTES = 1024 * 1024
 # the largest tensor a stream header may declare (checked before its buffer is allocated)
 MAX_TENSOR_BYTES = 64 * 1024**3
+# a delta answer's block frames may hold at most twice its tensor's bytes and this much more
+# (headers; a producer sends a block raw rather than bigger)
+BLOCK_SLACK = 1 << 16
 EMPTY = worker_pb2.RecvTensorChunk().inline  # an empty TensorProto (a placeholder)
 
 
@@ -60,8 +66,8 @@ def _host(value: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Versioned:
-    """A tensor received on a delta key: ``value`` (a delta frame when ``delta``) and the version
-    the consumer caches it under."""
+    """A tensor received on a delta key: ``value`` (a delta frame, or a list of block frames,
+    when ``delta``) and the version the consumer caches it under."""
 
     version: int
     value: Any
@@ -142,6 +148,21 @@ class _Partial:
         self.delta = delta
 
 
+class _Blocks:
+    """A delta answer being received block by block: its frames so far."""
+
+    __slots__ = ("frames", "landing", "nbytes", "size", "version")
+
+    def __init__(self, version: int, nbytes: int) -> None:
+        # where raw blocks are being received, in order (the next may be given out before
+        # the one before it is reported landed)
+        self.landing: deque[np.ndarray] = deque()
+        self.version = version
+        self.nbytes = nbytes  # the decoded tensor's size
+        self.size = 0
+        self.frames: list[np.ndarray] = []
+
+
 class Assembler:
     """Rebuilds the tensors of a RecvTensor stream; ``add`` (and ``landed``) return
     (index, value) when one is complete, else None.
@@ -159,6 +180,7 @@ class Assembler:
                  max_bytes: int = MAX_TENSOR_BYTES, peer: str = "",
                  buffers: ReceiveBuffers | None = None) -> None:
         self._partial: dict[int, _Partial] = {}
+        self._blocks: dict[int, _Blocks] = {}
         self._buffers = buffers
         self._mappings = mappings
         self._release = release
@@ -177,6 +199,16 @@ class Assembler:
         if chunk.offset != 0:
             raise errors.DataLossError(f"RecvTensor stream for key {i}{self._from()} starts at "
                                        f"offset {chunk.offset}")
+        dt, shape, nbytes = self._header(chunk)
+        buf = self._buffers.take(nbytes) if self._buffers is not None else \
+            np.empty(nbytes, dtype=np.uint8)
+        entry = _Partial(buf, dt, shape, chunk.version, chunk.delta)
+        self._partial[i] = entry
+        return entry
+
+    def _header(self, chunk: Any) -> tuple[np.dtype[Any], tuple[int, ...], int]:
+        """The dtype, shape and size a stream's first chunk declares (checked)."""
+        i = chunk.index
         try:
             dt = serde.dtype_from_enum(chunk.dtype).np
             dims = serde.shape_from_proto(chunk.shape).as_list()
@@ -194,16 +226,42 @@ class Assembler:
             raise errors.ResourceExhaustedError(
                 f"RecvTensor stream for key {i}{self._from()} declares a tensor of {nbytes} "
                 f"bytes, over the limit of {self._max_bytes}")
-        buf = self._buffers.take(nbytes) if self._buffers is not None else \
-            np.empty(nbytes, dtype=np.uint8)
-        entry = _Partial(buf, dt, shape, chunk.version, chunk.delta)
-        self._partial[i] = entry
+        return dt, shape, nbytes
+
+    def _blocks_of(self, chunk: Any, nbytes: int) -> _Blocks:
+        """The delta answer a block chunk of ``nbytes`` belongs to (made after checking the
+        header if new), with the block counted against the answer's bound."""
+        i = chunk.index
+        entry = self._blocks.get(i)
+        if entry is None:
+            entry = self._blocks[i] = _Blocks(chunk.version, self._header(chunk)[2])
+        entry.size += nbytes
+        if chunk.version != entry.version or not chunk.delta:
+            raise errors.DataLossError(f"RecvTensor stream for key {i}{self._from()} mixes "
+                                       "blocks of different answers")
+        if entry.size > 2 * entry.nbytes + BLOCK_SLACK:
+            raise errors.DataLossError(f"RecvTensor stream for key {i}{self._from()} sends "
+                                       f"{entry.size} bytes of blocks for a tensor of "
+                                       f"{entry.nbytes}")
         return entry
+
+    def _block(self, chunk: Any, entry: _Blocks, frame: np.ndarray) -> tuple[int, Any] | None:
+        """A block frame of a delta answer streamed block by block: kept until the last, which
+        completes the answer as a ``Versioned`` list of block frames (decoded by the consumer
+        against the version it named)."""
+        entry.frames.append(frame)
+        if not chunk.delta_last:
+            return None
+        del self._blocks[chunk.index]
+        return chunk.index, Versioned(entry.version, entry.frames, True)
 
     def add(self, chunk: Any) -> tuple[int, Any] | None:
         i = chunk.index
         if chunk.is_dead:
             return i, DEAD
+        if chunk.delta_block:
+            frame = np.frombuffer(chunk.data, dtype=np.uint8)
+            return self._block(chunk, self._blocks_of(chunk, frame.size), frame)
         if chunk.HasField("inline"):
             value = serde.tensor_from_proto(chunk.inline)
             return i, Versioned(chunk.version, value, chunk.delta) if chunk.version else value
@@ -236,6 +294,10 @@ class Assembler:
             DataLossError, ResourceExhaustedError: a bad header or piece; nothing is allocated
                 for a declared size over the limit.
         """
+        if chunk.delta_block:  # a block frame of a streamed delta answer: a buffer of its own
+            landing = np.empty(nbytes, np.uint8)
+            self._blocks_of(chunk, nbytes).landing.append(landing)
+            return memoryview(landing)  # type: ignore[arg-type]
         entry = self._start(chunk)
         if chunk.offset != entry.reserved or entry.reserved + nbytes > len(entry.buf):
             raise errors.DataLossError(
@@ -247,6 +309,12 @@ class Assembler:
 
     def landed(self, chunk: Any, nbytes: int) -> tuple[int, Any] | None:
         """A raw piece given by ``target`` has been received."""
+        if chunk.delta_block:
+            blocks = self._blocks.get(chunk.index)
+            if blocks is None or not blocks.landing or blocks.landing[0].size != nbytes:
+                raise errors.DataLossError(f"RecvTensor stream for key {chunk.index}"
+                                           f"{self._from()}: raw block for no delta answer")
+            return self._block(chunk, blocks, blocks.landing.popleft())
         entry = self._partial.get(chunk.index)
         if entry is None:
             raise errors.DataLossError(f"RecvTensor stream for key {chunk.index}{self._from()}: "

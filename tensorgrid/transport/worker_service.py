@@ -8,8 +8,11 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import numpy as np
+
 from tensorgrid.core import errors, serde
 from tensorgrid.core.rendezvous_key import make_key
+from tensorgrid.core.shapes import TensorShape
 from tensorgrid.pb import worker_pb2, worker_pb2_grpc
 from tensorgrid.runtime.worker import WorkerCore
 from tensorgrid.transport import delta, shm, tensors
@@ -233,6 +236,58 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         async for answer in _serve_stream(request_iterator, out, lambda msg: one(msg)):
             yield answer
 
+    @staticmethod
+    async def _send_blocks(out: _Outbox, rid: int, index: int, value: Any,
+                           stream: delta.DeltaStream, raw: bool) -> None:
+        """Put a delta answer on the wire block by block: one worker thread encodes the blocks
+        and hands them to the loop as they are made (a message's worth at a time), so encoding
+        overlaps the link (the blocks' bytes go beside their messages when ``raw``, else inside
+        them)."""
+        loop = asyncio.get_running_loop()
+        dtype: Any = serde.dtype_to_enum(value.dtype)
+        shape = serde.shape_to_proto(TensorShape(value.shape))
+        made: asyncio.Queue[Any] = asyncio.Queue()
+
+        def encode() -> None:
+            try:
+                # consecutive blocks go in one message until they hold FLUSH_BYTES: a delta
+                # that packs to little is not cut into messages that cost more than its bytes
+                frames: list[Any] = []
+                size = 0
+                for k in range(stream.count):
+                    frames.append(stream.next_block())
+                    size += frames[-1].nbytes
+                    last = k + 1 == stream.count
+                    if size >= delta.FLUSH_BYTES or last:
+                        piece = frames[0] if len(frames) == 1 else np.concatenate(frames)
+                        loop.call_soon_threadsafe(made.put_nowait, (piece, last))
+                        frames, size = [], 0
+            except Exception as exc:  # noqa: BLE001 - handed to the loop, which raises it
+                loop.call_soon_threadsafe(made.put_nowait, exc)
+
+        work = loop.run_in_executor(None, encode)
+        try:
+            last = False
+            while not last:
+                got = await made.get()
+                if isinstance(got, Exception):
+                    raise got
+                block, last = got
+                meta = worker_pb2.RecvTensorChunk(
+                    index=index, dtype=dtype, shape=shape, delta=True, delta_block=True,
+                    version=stream.version, delta_last=last)
+                if raw:
+                    await out.put(RawFrame(worker_pb2.RecvTensorStreamResponse(
+                        request_id=rid, chunk=meta), memoryview(block)))
+                else:
+                    meta.data = block.tobytes()
+                    await out.put(worker_pb2.RecvTensorStreamResponse(request_id=rid,
+                                                                      chunks=[meta]))
+        finally:
+            # a request that went away mid-answer leaves the encoder to finish on its own
+            if not work.done():
+                work.add_done_callback(lambda f: f.cancelled() or f.exception())
+
     async def RecvTensorStream(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         """Many RecvTensor calls over one stream; chunks carry their request's id."""
         # bounded, so a big tensor streams at the pace of the socket instead of piling up
@@ -294,10 +349,12 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                         version, is_delta = 0, False
                         if want is not None and delta.deltable(value):
                             answer = await loop.run_in_executor(
-                                None, self.deltas.answer, req.keys[i], value,
+                                None, self.deltas.begin, req.keys[i], value,
                                 want.have_version, want.codec, want.level)
-                            value, version, is_delta = answer.payload, answer.version, \
-                                answer.delta
+                            if isinstance(answer, delta.DeltaStream):
+                                await self._send_blocks(out, rid, i, value, answer, raw)
+                                continue
+                            value, version, is_delta = answer.payload, answer.version, False
                         for chunk in tensors.encode(i, value, use_shm, self.pool, raw, version,
                                                     is_delta):
                             if isinstance(chunk, tensors.RawChunk):

@@ -25,21 +25,26 @@ from tensorgrid.compiler.wire import (
     WireDelta,
     WirePolicy,
 )
-from tensorgrid.core import dtypes, errors
+from tensorgrid.core import dtypes, errors, serde
 from tensorgrid.core.ir import NodeDef
 from tensorgrid.core.registry import TensorSpec
 from tensorgrid.core.rendezvous_key import make_key
 from tensorgrid.core.shapes import TensorShape
 from tensorgrid.master.master_session import SessionOptions
+from tensorgrid.pb import worker_pb2
 from tensorgrid.settings import ClientSettings
+from tensorgrid.transport import delta as delta_mod
+from tensorgrid.transport import delta_frames
 from tensorgrid.transport.delta import (
     KEEP_VERSIONS,
+    PROBE_EVERY,
     DeltaReceiver,
     DeltaSender,
-    decode_delta,
+    DeltaStream,
     delta_keys,
-    encode_delta,
 )
+from tensorgrid.transport.delta_frames import decode_delta, delta_blocks, encode_delta
+from tensorgrid.transport.tensors import Assembler, Versioned
 
 PS_TASK, WORKER_TASK = "/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0"
 PS, WORKER = PS_TASK + "/device:CPU:0", WORKER_TASK + "/device:CPU:0"
@@ -106,6 +111,149 @@ def test_a_frame_against_another_version_or_shape_is_refused():
         decode_delta(frame, base[:128], 9)
     with pytest.raises(ValueError, match="equal types and shapes"):
         encode_delta(base.astype(np.float64), base, 1)
+
+
+# ------------------------------------------------------------------------------------ blocks
+
+def _block_heads(frames) -> list[tuple]:
+    """(flags, bytes, offset) of each block of a list of block frames."""
+    heads = []
+    for f in frames:
+        _m, _c, _len, flags, n, _r, off, _v = delta_frames._HEAD.unpack(f[:delta_frames._HEAD.size]
+                                                                      .tobytes())
+        heads.append((flags, n, off))
+    return heads
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.float64])
+@pytest.mark.parametrize("shape", [(1000, 37), (3,), (4096,)])
+def test_block_frames_round_trip_bit_for_bit_when_the_size_is_no_multiple_of_a_block(dtype,
+                                                                                      shape):
+    base = _weights(shape, dtype)
+    new = _adam_like(base)
+    keep = np.empty_like(new)
+    blocks = list(delta_blocks(new, base, 4, block_bytes=4096, keep=keep))
+    assert keep.tobytes() == new.tobytes()  # the producer's copy, made block by block
+    heads = _block_heads(blocks)
+    assert [h[2] for h in heads] == list(range(0, new.nbytes, 4096))
+    assert sum(h[1] for h in heads) == new.nbytes
+    cached = np.empty_like(base)
+    for frames in (blocks, np.concatenate(blocks)):  # streamed, or one frame
+        out = decode_delta(frames, base, 4, keep=cached)
+        assert out.tobytes() == new.tobytes() and cached.tobytes() == new.tobytes()
+    one = encode_delta(new, base, 4, block_bytes=4096)
+    assert decode_delta(one, base, 4).tobytes() == new.tobytes()
+
+
+def test_a_block_that_does_not_pack_travels_raw_beside_delta_blocks():
+    base = _weights((64, 1024), np.float32)  # 256 KiB: 4 blocks of 64 KiB
+    new = base.copy()
+    new[:32] = _adam_like(base[:32])  # the first half moves a little: deltas pack
+    # the rest is new, every bit of it: raw
+    new[32:] = RNG.integers(0, 2**32, (32, 1024), dtype=np.uint32).view(np.float32)
+    blocks = list(delta_blocks(new, base, 2, block_bytes=64 * 1024))
+    assert [h[0] for h in _block_heads(blocks)] == [0, 0, 1, 1]
+    raw = blocks[-1][delta_frames._HEAD.size:]
+    assert raw.tobytes() == new.reshape(-1).view(np.uint8)[-64 * 1024:].tobytes()
+    assert decode_delta(blocks, base, 2).tobytes() == new.tobytes()
+
+
+def test_one_corrupt_block_fails_clearly_and_a_missing_one_too():
+    base = _weights((64, 1024), np.float32)
+    new = _adam_like(base)
+    blocks = list(delta_blocks(new, base, 6, block_bytes=64 * 1024))
+    bad = [b.copy() for b in blocks]
+    bad[2][delta_frames._HEAD.size + 10] ^= 0x40  # one bit of the third block's body
+    with pytest.raises(errors.DataLossError, match="checksum"):
+        decode_delta(bad, base, 6)
+    bad = [b.copy() for b in blocks]
+    bad[1][30] ^= 0x01  # the offset field of the second block's header
+    with pytest.raises(errors.DataLossError, match="checksum"):
+        decode_delta(bad, base, 6)
+    with pytest.raises(errors.DataLossError, match="covers 196608 of the 262144 bytes"):
+        decode_delta(blocks[:3], base, 6)
+    with pytest.raises(errors.DataLossError, match="block of 65536 bytes at offset 131072"):
+        decode_delta([blocks[0], blocks[2], blocks[1], blocks[3]], base, 6)
+    with pytest.raises(errors.DataLossError, match="cannot be applied to version"):
+        decode_delta(blocks, base, 7)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        list(delta_blocks(new, base, 6, block_bytes=1001))
+
+
+def test_a_streamed_answer_decodes_from_its_blocks_and_the_producer_keeps_it_after_the_last():
+    sender, receiver = DeltaSender(), DeltaReceiver()
+    w = _weights((700, 1024), np.float32)  # 2.7 MiB: 6 blocks
+    held = receiver.held(PS_TASK, KEY)
+    first = sender.begin(KEY, w, 0, "lz4", 1)  # nothing held: the whole tensor
+    assert not isinstance(first, DeltaStream)
+    receiver.accept(PS_TASK, KEY, first.version, first.payload, False, held)
+    w2 = _adam_like(w)
+    held = receiver.held(PS_TASK, KEY)
+    stream = sender.begin(KEY, w2, held[0], "lz4", 1)
+    assert isinstance(stream, DeltaStream) and stream.count == 6
+    frames = [stream.next_block() for _ in range(stream.count - 1)]
+    assert sender.cache.get(WORKER_TASK, KEY, stream.version) is None  # not kept before the last
+    frames.append(stream.next_block())
+    assert sender.cache.get(WORKER_TASK, KEY, stream.version) is not None
+    with pytest.raises(IndexError, match="only 6 blocks"):
+        stream.next_block()
+    got = receiver.accept(PS_TASK, KEY, stream.version, frames, True, held)
+    assert got.tobytes() == w2.tobytes()
+    assert receiver.held(PS_TASK, KEY)[1].tobytes() == w2.tobytes()
+    assert sender.delta_sends == 1 and sender.full_sends == 1
+    assert sender.bytes_sent == w.nbytes + sum(f.nbytes for f in frames)
+
+
+def test_block_chunks_are_assembled_into_their_frames_and_bad_ones_refused():
+    w = _weights((300, 1024), np.float32)
+    frames = list(delta_blocks(_adam_like(w), w, 8))
+    dtype, shape = serde.dtype_to_enum(w.dtype), serde.shape_to_proto(TensorShape(w.shape))
+
+    def chunk(f, version=5, last=False):
+        return worker_pb2.RecvTensorChunk(index=1, dtype=dtype, shape=shape, data=f.tobytes(),
+                                          delta=True, delta_block=True, version=version,
+                                          delta_last=last)
+
+    asm = Assembler()
+    assert asm.add(chunk(frames[0])) is None and asm.add(chunk(frames[1])) is None
+    i, got = asm.add(chunk(frames[2], last=True))
+    assert i == 1 and isinstance(got, Versioned) and got.delta and got.version == 5
+    assert [g.tobytes() for g in got.value] == [f.tobytes() for f in frames]
+    asm = Assembler()
+    asm.add(chunk(frames[0]))
+    with pytest.raises(errors.DataLossError, match="mixes blocks of different answers"):
+        asm.add(chunk(frames[1], version=6))
+    asm = Assembler()
+    with pytest.raises(errors.DataLossError, match="bytes of blocks for a tensor of"):
+        for _ in range(4):
+            asm.add(chunk(np.zeros(w.nbytes, np.uint8)))
+
+
+def test_a_key_whose_deltas_pack_poorly_is_sent_whole_for_a_while_then_probed():
+    sender, receiver = DeltaSender(), DeltaReceiver()
+    w = _weights((256, 256), np.float32)
+    _exchange(sender, receiver, w)
+    kinds = []
+    for _ in range(delta_mod.POOR_WINDOW + PROBE_EVERY + 1):
+        # every bit moves: no delta packs
+        w = RNG.integers(0, 2**32, w.shape, dtype=np.uint32).view(np.float32)
+        got, delta = _exchange(sender, receiver, w)
+        assert got is not None and got.tobytes() == w.tobytes()
+        kinds.append(delta)
+    # the first deltas are tried (sent whole, as their frames are not smaller), then the key
+    # is sent whole without trying for PROBE_EVERY answers, then probed again
+    assert sender.skipped == PROBE_EVERY and not any(kinds)
+    tried = sender.bytes_sent - sender.bytes_raw  # nothing saved, nothing lost
+    assert tried == 0
+    # a probe that packs well resumes deltas at once
+    w = _weights(w.shape, np.float32)
+    for _ in range(PROBE_EVERY):
+        _exchange(sender, receiver, w)
+    kinds = []
+    for _ in range(3):
+        w = _adam_like(w)
+        kinds.append(_exchange(sender, receiver, w)[1])
+    assert kinds == [True, True, True]
 
 
 # ------------------------------------------------------------------------------- the protocol
@@ -292,10 +440,10 @@ def test_the_delta_setting_reaches_the_session_over_grpc():
 # ------------------------------------------------------------------------- across real tasks
 
 def _train(wire: tf.WireCompression | None, steps: int = 24, fail_at: int = 10,
-           settings: ClientSettings | None = None):
-    """An MLP with its variables on a ps Server, trained with Adam from a worker Server over
-    gRPC, with one step at ``fail_at`` that fails after its pulls; returns the weights, the
-    losses, the plan's delta rows and the ps's delta counters."""
+           settings: ClientSettings | None = None, hidden: int = 256):
+    """An MLP (96-``hidden``-10) with its variables on a ps Server, trained with Adam from a
+    worker Server over gRPC, with one step at ``fail_at`` that fails after its pulls; returns
+    the weights, the losses, the plan's delta rows and the ps's delta counters."""
     spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}"],
                         "worker": [f"127.0.0.1:{free_port()}"]})
     servers = [Server(spec, "ps", 0, settings=settings),
@@ -308,8 +456,10 @@ def _train(wire: tf.WireCompression | None, steps: int = 24, fail_at: int = 10,
             tf.set_random_seed(3)
             with tf.device(replica_device_setter(cluster=spec,
                                                  worker_device="/job:worker/task:0")):
-                w1 = tf.get_variable("w1", [96, 256], initializer=tf.glorot_uniform_initializer())
-                w2 = tf.get_variable("w2", [256, 10], initializer=tf.glorot_uniform_initializer())
+                w1 = tf.get_variable("w1", [96, hidden],
+                                     initializer=tf.glorot_uniform_initializer())
+                w2 = tf.get_variable("w2", [hidden, 10],
+                                     initializer=tf.glorot_uniform_initializer())
                 h = tf.nn.relu(tf.matmul(tf.constant(x), w1))
                 loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits_v2(
                     labels=tf.constant(y), logits=tf.matmul(h, w2)))
@@ -381,3 +531,16 @@ def test_deltas_travel_over_grpc_streams_and_respect_the_cache_setting():
     assert fulls >= 8 and losses == plain_losses
     for a, b in zip(w, plain_w, strict=True):
         assert a.tobytes() == b.tobytes()
+
+
+def test_a_variable_of_several_blocks_streams_bit_exact_over_both_data_planes():
+    # w1 of 96x1536 float32 (576 KiB): two block frames, each put on the wire as it is made
+    assert 96 * 1536 * 4 > delta_frames.BLOCK_BYTES
+    wire = tf.WireCompression(dtype="", delta="lz4", delta_min_bytes=1024,
+                              delta_cross_host_only=False)
+    plain_w, plain_losses, _, _ = _train(None, 8, 3, hidden=1536)
+    for settings in (None, ClientSettings(data_plane="grpc")):
+        w, losses, _, (deltas, fulls) = _train(wire, 8, 3, settings, hidden=1536)
+        assert deltas > 0 and fulls >= 2 and losses == plain_losses
+        for a, b in zip(w, plain_w, strict=True):
+            assert a.tobytes() == b.tobytes()
