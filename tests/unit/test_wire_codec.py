@@ -9,11 +9,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 from test_wire_compression import _graph as one_edge_graph
+from test_wire_delta import _train as train_across_tasks
 
 import tensorgrid as tf
-from tensorgrid.client import train
-from tensorgrid.client.train.device_setter import replica_device_setter
-from tensorgrid.client.train.server import ClusterSpec, Server, free_port
 from tensorgrid.compiler.partition import partition
 from tensorgrid.compiler.wire import WireCodec, WirePolicy
 from tensorgrid.core import dtypes, errors
@@ -286,38 +284,11 @@ def _session_options_dict(config):
 # ------------------------------------------------------------------------- across real tasks
 
 def _train(wire: tf.WireCompression | None, steps: int = 30):
-    """An MLP with its variables on a ps Server, trained with Adam from a worker Server over
-    gRPC; returns the final weights, the losses and the plan's wire rows."""
-    spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}"],
-                        "worker": [f"127.0.0.1:{free_port()}"]})
-    servers = [Server(spec, "ps", 0), Server(spec, "worker", 0)]
-    try:
-        rng = np.random.default_rng(1)
-        x = rng.standard_normal((64, 96)).astype(np.float32)
-        y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]
-        with tf.Graph().as_default():
-            tf.set_random_seed(3)
-            with tf.device(replica_device_setter(cluster=spec,
-                                                 worker_device="/job:worker/task:0")):
-                w1 = tf.get_variable("w1", [96, 256], initializer=tf.glorot_uniform_initializer())
-                w2 = tf.get_variable("w2", [256, 10], initializer=tf.glorot_uniform_initializer())
-                h = tf.nn.relu(tf.matmul(tf.constant(x), w1))
-                loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits_v2(
-                    labels=tf.constant(y), logits=tf.matmul(h, w2)))
-                step = train.AdamOptimizer(1e-3).minimize(loss)
-            cfg = tf.ConfigProto(graph_options=tf.GraphOptions(wire_compression=wire))
-            with tf.Session(servers[1].target, config=cfg) as sess:
-                sess.run(tf.global_variables_initializer())
-                losses = [float(sess.run([step, loss])[1]) for _ in range(steps)]
-                weights = sess.run([w1, w2])
-                plans = [reg.plan for s in servers[1].master.sessions.values()
-                         for reg in s.plans.values()]
-                rows = [r for p in plans for r in p.explain()
-                        if r["reason"].startswith(("wire_codec", "wire_cast"))]
-        return weights, losses, rows
-    finally:
-        for s in servers:
-            s.stop()
+    """The MLP of ``test_wire_delta._train`` trained across a ps and a worker Server with no
+    failing step; returns the final weights, the losses and the plan's codec and cast rows."""
+    weights, losses, rows, _ = train_across_tasks(wire, steps, None,
+                                                  reasons=("wire_codec", "wire_cast"))
+    return weights, losses, rows
 
 
 def test_training_across_tasks_with_the_codec_is_bit_identical_to_without():

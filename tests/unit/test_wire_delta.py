@@ -439,11 +439,13 @@ def test_the_delta_setting_reaches_the_session_over_grpc():
 
 # ------------------------------------------------------------------------- across real tasks
 
-def _train(wire: tf.WireCompression | None, steps: int = 24, fail_at: int = 10,
-           settings: ClientSettings | None = None, hidden: int = 256):
+def _train(wire: tf.WireCompression | None, steps: int = 24, fail_at: int | None = 10,
+           settings: ClientSettings | None = None, hidden: int = 256,
+           reasons: tuple[str, ...] = ("wire_delta",)):
     """An MLP (96-``hidden``-10) with its variables on a ps Server, trained with Adam from a
-    worker Server over gRPC, with one step at ``fail_at`` that fails after its pulls; returns
-    the weights, the losses, the plan's delta rows and the ps's delta counters."""
+    worker Server over gRPC, with one step at ``fail_at`` (None: none) that fails after its
+    pulls; returns the weights, the losses, the plan's rows whose reason starts with one of
+    ``reasons`` and the ps's delta counters."""
     spec = ClusterSpec({"ps": [f"127.0.0.1:{free_port()}"],
                         "worker": [f"127.0.0.1:{free_port()}"]})
     servers = [Server(spec, "ps", 0, settings=settings),
@@ -479,7 +481,7 @@ def _train(wire: tf.WireCompression | None, steps: int = 24, fail_at: int = 10,
                 plans = [reg.plan for s in servers[1].master.sessions.values()
                          for reg in s.plans.values()]
                 rows = [r for p in plans for r in p.explain()
-                        if r["reason"].startswith("wire_delta")]
+                        if r["reason"].startswith(reasons)]
         sender = servers[0]._server.worker_servicer.deltas
         return weights, losses, rows, (sender.delta_sends, sender.full_sends)
     finally:
